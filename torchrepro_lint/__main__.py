@@ -1,0 +1,5 @@
+import sys
+
+from torchrepro_lint.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Per-file analysis: name resolution and the index every rule reads from."""

@@ -1,0 +1,123 @@
+"""The command line: `torchrepro-lint check [PATH ...]`, `rules`, `rule CODE`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from torchrepro_lint import __version__
+from torchrepro_lint.config import Config, ConfigError, load_config
+from torchrepro_lint.engine import lint_paths, lint_sources
+from torchrepro_lint.reporters import REPORTERS
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _codes(text: str) -> list[str]:
+    return [c.strip().upper() for c in text.split(",") if c.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchrepro-lint", description="Find reproducibility hazards in PyTorch code."
+    )
+    parser.add_argument("--version", action="version", version=f"torchrepro-lint {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = commands.add_parser("check", help="lint files and directories (default: .)")
+    check.add_argument("paths", nargs="*", type=Path, help="files or directories; `-` reads standard input")
+    check.add_argument("--output-format", choices=sorted(REPORTERS), default="text")
+    check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable (replaces the default)")
+    check.add_argument("--extend-select", type=_codes, default=[], help="codes or prefixes to enable in addition")
+    check.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    check.add_argument("--config", type=Path, help="pyproject.toml to read instead of the nearest one")
+    check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
+    check.add_argument("--force-exclude", action="store_true", help="apply `exclude` to files named on the command line too")
+    check.add_argument("--stdin-filename", type=Path, help="the path of the source read from standard input (`-`)")
+
+    commands.add_parser("rules", help="list every rule")
+    rule = commands.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "rules":
+            return _list_rules()
+        if args.command == "rule":
+            return _show_rule(args.code)
+        if args.command == "check":
+            return _check(args)
+        parser.print_help()
+        return EXIT_ERROR
+    except ConfigError as exc:
+        print(f"torchrepro-lint: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # never a traceback for users; TORCHREPRO_LINT_DEBUG=1 shows it
+        if os.environ.get("TORCHREPRO_LINT_DEBUG"):
+            traceback.print_exc()
+        print(f"torchrepro-lint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _check(args: argparse.Namespace) -> int:
+    paths = args.paths or [Path(".")]
+    from_stdin = [p for p in paths if str(p) == "-"]
+    config_paths = [args.stdin_filename] if from_stdin and args.stdin_filename else [p for p in paths if str(p) != "-"]
+    config = load_config(config_paths or [Path(".")], args.config)
+    _apply_cli(config, args)
+    if from_stdin:
+        if len(paths) != 1:
+            print("torchrepro-lint: error: `-` (standard input) cannot be combined with other paths", file=sys.stderr)
+            return EXIT_ERROR
+        name = args.stdin_filename or Path("<stdin>")
+        text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
+        result = lint_sources([(name, text)], config)
+    else:
+        result = lint_paths(paths, config, force_exclude=args.force_exclude)
+    sys.stdout.write(REPORTERS[args.output_format](result, quiet=args.quiet))
+    for error in result.errors:
+        print(f"torchrepro-lint: error: {error}", file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
+    if result.findings and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _apply_cli(config: Config, args: argparse.Namespace) -> None:
+    if args.select is not None:
+        config.select = args.select
+    config.extend_select = [*config.extend_select, *args.extend_select]
+    config.ignore = [*config.ignore, *args.ignore]
+
+
+def _list_rules() -> int:
+    from torchrepro_lint.rules import all_rules
+
+    print(f"{'code':<8}{'name':<34}{'severity':<10}{'default':<9}fix")
+    for rule in all_rules():
+        state = "on" if rule.default_enabled else "off"
+        print(f"{rule.code:<8}{rule.name:<34}{str(rule.severity):<10}{state:<9}{rule.fix_safety or 'none'}")
+    return EXIT_CLEAN
+
+
+def _show_rule(code: str) -> int:
+    from torchrepro_lint.docs import render_page
+    from torchrepro_lint.rules import rule_by_code
+
+    rule = rule_by_code(code)
+    if rule is None:
+        print(f"torchrepro-lint: error: unknown rule {code!r} (see `torchrepro-lint rules`)", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(render_page(rule))
+    return EXIT_CLEAN

@@ -1,0 +1,152 @@
+"""`[tool.torchrepro-lint]` in the nearest pyproject.toml: read, validated, merged with the CLI."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on older Pythons only
+    import tomli as tomllib
+
+NEWEST_TORCH = (2, 13)  # the newest release the rules and the op catalogue know
+
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+    "node_modules", "site-packages", ".eggs", "*.egg-info", ".ipynb_checkpoints", "_build",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchrepro_lint_cache",
+)
+
+
+class ConfigError(Exception):
+    """A broken configuration: the message names the file and the key."""
+
+
+@dataclass
+class Config:
+    root: Path  # the project root: the pyproject's directory, else the common parent of the paths
+    path: Path | None = None  # the pyproject.toml read, if any
+    select: list[str] | None = None  # None: every rule that is on by default
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: list[str] = field(default_factory=list)
+    seed_functions: list[str] = field(default_factory=list)
+    deterministic_functions: list[str] = field(default_factory=list)
+    torch_version: tuple[int, int] = NEWEST_TORCH
+    seed: int = 0
+    console_scripts: dict[str, str] = field(default_factory=dict)
+
+
+# key -> (attribute, expected type, description for messages)
+_KEYS = {
+    "select": ("select", "list of str"),
+    "extend-select": ("extend_select", "list of str"),
+    "ignore": ("ignore", "list of str"),
+    "per-file-ignores": ("per_file_ignores", "table of str -> list of str"),
+    "exclude": ("exclude", "list of str"),
+    "extend-exclude": ("extend_exclude", "list of str"),
+    "seed-functions": ("seed_functions", "list of str"),
+    "deterministic-functions": ("deterministic_functions", "list of str"),
+    "torch-version": ("torch_version", "str"),
+    "seed": ("seed", "int"),
+}
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """"2.13.0+cpu" -> (2, 13)."""
+    parts = text.strip().split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or "x")
+    except (IndexError, ValueError):
+        return None
+
+
+def installed_torch_version() -> tuple[int, int]:
+    """The installed torch's release, from package metadata: torch itself is never imported."""
+    try:
+        return parse_version(metadata.version("torch")) or NEWEST_TORCH
+    except metadata.PackageNotFoundError:
+        return NEWEST_TORCH
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(paths: list[Path], explicit: Path | None = None) -> Config:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(f"{explicit}: configuration file not found")
+        pyproject = explicit
+    else:
+        starts = [p if p.is_dir() else p.parent for p in paths if p.exists()] or [Path.cwd()]
+        pyproject = find_pyproject(_common_parent(starts))
+    if pyproject is None:
+        starts = [p.resolve() if p.is_dir() else p.resolve().parent for p in paths if p.exists()]
+        return Config(root=_common_parent(starts) if starts else Path.cwd().resolve(), torch_version=installed_torch_version())
+    return _read(pyproject)
+
+
+def _common_parent(paths: list[Path]) -> Path:
+    resolved = [p.resolve() for p in paths]
+    common = resolved[0]
+    for path in resolved[1:]:
+        while not path.is_relative_to(common):
+            common = common.parent
+    return common
+
+
+def _read(pyproject: Path) -> Config:
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{pyproject}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{pyproject}: invalid TOML: {exc}") from None
+    config = Config(root=pyproject.parent.resolve(), path=pyproject, torch_version=installed_torch_version())
+    scripts = data.get("project", {}).get("scripts", {})
+    if isinstance(scripts, dict):
+        config.console_scripts = {k: v for k, v in scripts.items() if isinstance(v, str)}
+    table = data.get("tool", {}).get("torchrepro-lint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.torchrepro-lint] must be a table")
+    for key, value in table.items():
+        if key not in _KEYS:
+            known = ", ".join(sorted(_KEYS))
+            raise ConfigError(f"{pyproject}: unknown key 'tool.torchrepro-lint.{key}' (known keys: {known})")
+        attribute, expected = _KEYS[key]
+        if not _has_type(value, expected):
+            raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.{key}' must be a {expected}, got {value!r}")
+        if key == "torch-version":
+            version = parse_version(value)
+            if version is None:
+                raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.torch-version' must look like \"2.13\", got {value!r}")
+            value = version
+        if key == "exclude":
+            value = list(value)
+        setattr(config, attribute, value)
+    return config
+
+
+def _has_type(value: object, expected: str) -> bool:
+    if expected == "list of str":
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    if expected == "str":
+        return isinstance(value, str)
+    if expected == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if expected.startswith("table"):
+        return isinstance(value, dict) and all(
+            isinstance(v, list) and all(isinstance(c, str) for c in v) for v in value.values()
+        )
+    return False

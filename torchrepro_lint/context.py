@@ -1,0 +1,72 @@
+"""What rules see: the project, its programs, the configuration, and how to report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from torchrepro_lint.config import Config
+from torchrepro_lint.findings import Finding, Fix, Severity
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.programs import Program
+from torchrepro_lint.rules.base import Rule
+
+
+@dataclass
+class LintContext:
+    project: ProjectIndex
+    programs: list[Program]
+    config: Config
+    _reaching: dict[int, list[Program]] | None = field(default=None, repr=False)
+
+    def programs_reaching(self, module: ProjectModule) -> list[Program]:
+        """The programs whose code runs something in `module` (for severities and messages)."""
+        if self._reaching is None:
+            self._reaching = {}
+            for program in self.programs:
+                for module_id in program.facts.modules:
+                    self._reaching.setdefault(module_id, []).append(program)
+        return self._reaching.get(id(module), [])
+
+    def report(
+        self,
+        rule: Rule,
+        module: ProjectModule,
+        node: cst.CSTNode | int | None,
+        message: str,
+        severity: Severity | None = None,
+        fix: Fix | None = None,
+    ) -> Finding | None:
+        """A finding at `node` (a CST node, a ref into the module's IR table, or None for line 1).
+
+        None when the module was only loaded to follow imports: findings belong to linted files.
+        """
+        if not module.linted:
+            return None
+        if isinstance(node, int):
+            node = module.nodes[node]
+        row, column, end_row, end_column = module.source.span(node)
+        path = module.source.path.as_posix()
+        return Finding(rule.code, message, severity or rule.severity, path, row, column, end_row, end_column, fix)
+
+    def line_of(self, site) -> str:
+        """`train.py:12` for messages that point at another place."""
+        module, ref = site
+        row = module.source.span(module.nodes[ref] if ref is not None else None)[0]
+        return f"{module.source.path.as_posix()}:{row}"
+
+
+def describe(site, limit: int = 48) -> str:
+    """"`nn.Linear(10, 2)` at train.py:12": a short quote of the code at a site, and where."""
+    module, ref = site
+    node = module.nodes[ref] if ref is not None else None
+    where = f"{module.source.path.as_posix()}:{module.source.span(node)[0]}"
+    if node is None:
+        return where
+    if isinstance(node, cst.SimpleStatementLine):
+        node = node.body[0]
+    text = " ".join(module.source.module.code_for_node(node).split())
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"`{text}` at {where}"

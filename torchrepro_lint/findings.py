@@ -1,0 +1,59 @@
+"""What a rule reports: findings, their severity, and the fixes they may carry."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"  # will raise, or is certainly wrong
+    WARNING = "warning"  # a reproducibility hazard
+    NOTE = "note"  # hygiene: reproducible today but fragile
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based (row, column) positions with `content`."""
+
+    content: str
+    start: tuple[int, int]
+    end: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: str  # "safe" | "unsafe"
+    message: str
+    edits: tuple[Edit, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported hazard. Rows and columns are 1-based; columns count code points."""
+
+    code: str
+    message: str
+    severity: Severity
+    path: str
+    row: int
+    column: int
+    end_row: int
+    end_column: int
+    fix: Fix | None = None
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.row, self.column, self.code, self.message)
+
+
+@dataclass
+class LintResult:
+    """Everything one run produced: findings plus the files that could not be linted."""
+
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one clear line per problem file
+    files_checked: int = 0

@@ -1,0 +1,183 @@
+"""The project index: every module of the project, named and lowered, and import resolution.
+
+Modules are found the way Python finds them: `python train.py` puts the script's directory on
+sys.path, packages are directories with `__init__.py`, and `src/` layouts are searched too.
+A module that is imported but not among the linted files is loaded on demand from disk, so a
+pre-commit run on one file still sees the helpers it calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import libcst as cst
+
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract import Lowering
+from torchrepro_lint.project.known_apis import Helper
+from torchrepro_lint.source import SourceError, SourceFile, read_source
+
+
+@dataclass(eq=False)
+class ProjectModule:
+    path: Path  # resolved absolute path
+    name: str  # dotted module name by package structure
+    package: str | None
+    search_root: Path  # the directory Python would have on sys.path for this module
+    source: SourceFile
+    index: ModuleIndex
+    ir: ir.ModuleIR
+    nodes: list[cst.CSTNode]
+    linted: bool  # among the files the user asked to lint (findings are reported only there)
+
+    @property
+    def is_dunder_main(self) -> bool:
+        return self.path.name == "__main__.py"
+
+
+@dataclass(frozen=True)
+class Symbol:
+    module: ProjectModule
+    path: str  # "" for the module itself, "f", "C", "C.m"
+
+    @property
+    def function(self) -> ir.FunctionIR | None:
+        return self.module.ir.functions.get(self.path)
+
+    @property
+    def klass(self) -> ir.ClassIR | None:
+        return self.module.ir.classes.get(self.path)
+
+
+@lru_cache(maxsize=4096)
+def _is_package_dir(directory: Path) -> bool:
+    return (directory / "__init__.py").is_file()
+
+
+def module_identity(path: Path) -> tuple[str, str | None, Path]:
+    """(dotted name, package, search root) of a file from the `__init__.py` chain above it."""
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    directory = path.parent
+    while _is_package_dir(directory):
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    name = ".".join(parts)
+    if path.name == "__init__.py":
+        package = name
+    else:
+        package = ".".join(parts[:-1]) if len(parts) > 1 else None
+    return name, package, directory
+
+
+@dataclass
+class ProjectIndex:
+    root: Path
+    helpers: dict[str, Helper] = field(default_factory=dict)
+    modules: dict[Path, ProjectModule] = field(default_factory=dict)
+    load_errors: dict[Path, str] = field(default_factory=dict)
+
+    def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
+        """Index a parsed file. Raises libcst.ParserSyntaxError if it does not parse."""
+        path = source.path.resolve()
+        name, package, search_root = module_identity(path)
+        index = ModuleIndex(source, package)
+        lowering = Lowering(index, self.helpers)
+        module = ProjectModule(path, name, package, search_root, source, index, lowering.build(), lowering.nodes, linted)
+        self.modules[path] = module
+        return module
+
+    @property
+    def linted_modules(self) -> list[ProjectModule]:
+        return [m for m in self.modules.values() if m.linted]
+
+    # -- resolution --------------------------------------------------------------------
+    def search_roots(self, importer: ProjectModule) -> list[Path]:
+        roots = [importer.search_root, self.root, self.root / "src"]
+        return list(dict.fromkeys(roots))
+
+    def module_named(self, dotted_name: str, importer: ProjectModule) -> ProjectModule | None:
+        if not dotted_name:
+            return None
+        relative = Path(*dotted_name.split("."))
+        for root in self.search_roots(importer):
+            for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+                module = self.modules.get(candidate)
+                if module is None and candidate not in self.load_errors:
+                    module = self._load_from_disk(candidate)
+                if module is not None:
+                    return module
+        return None
+
+    def _load_from_disk(self, candidate: Path) -> ProjectModule | None:
+        try:
+            if not candidate.is_file() or not candidate.is_relative_to(self.root):
+                return None
+            return self.add(SourceFile(candidate, read_source(candidate)), linted=False)
+        except (SourceError, cst.ParserSyntaxError, RecursionError) as exc:
+            self.load_errors[candidate] = str(exc)
+            return None
+
+    def resolve(self, qualname: str, importer: ProjectModule, depth: int = 0) -> Symbol | None:
+        """What a qualified name, as `importer` sees it, is in the project, if anything."""
+        if depth > 8:
+            return None
+        if qualname.startswith(LOCAL):
+            return self._member(importer, qualname[len(LOCAL) :], depth)
+        parts = qualname.split(".")
+        for cut in range(len(parts), 0, -1):
+            module = self.module_named(".".join(parts[:cut]), importer)
+            if module is not None:
+                return self._member(module, ".".join(parts[cut:]), depth)
+        return None
+
+    def _member(self, module: ProjectModule, path: str, depth: int) -> Symbol | None:
+        if not path or path in module.ir.functions or path in module.ir.classes:
+            return Symbol(module, path)
+        head, _, rest = path.partition(".")
+        if head in module.ir.classes:
+            return Symbol(module, path) if rest else None
+        alias = module.ir.aliases.get(head)
+        if alias is not None:
+            return self.resolve(f"{alias}.{rest}" if rest else alias, module, depth + 1)
+        if module.path.name == "__init__.py":  # pkg.sub where sub was not imported in __init__
+            return self.resolve(f"{module.name}.{path}", module, depth + 1) if module.name else None
+        return None
+
+    def method(self, klass: Symbol, name: str, skip_self: bool = False) -> Symbol | None:
+        """Find `name` along the project part of the class's method resolution order."""
+        seen: set[tuple[int, str]] = set()
+        queue = [klass]
+        first = True
+        while queue:
+            current = queue.pop(0)
+            key = (id(current.module), current.path)
+            if key in seen or current.klass is None:
+                continue
+            seen.add(key)
+            if not (first and skip_self) and name in current.klass.methods:
+                return Symbol(current.module, f"{current.path}.{name}")
+            first = False
+            for base in current.klass.bases:
+                resolved = self.resolve(base, current.module)
+                if resolved is not None and resolved.klass is not None:
+                    queue.append(resolved)
+        return None
+
+    # -- the import graph --------------------------------------------------------------
+    def imported_by_project(self) -> set[Path]:
+        """Paths of modules some linted module imports (they are libraries, not scripts)."""
+        imported: set[Path] = set()
+        for module in list(self.linted_modules):
+            for name, names in module.ir.imported_modules:
+                target = self.module_named(name, module)
+                if target is not None:
+                    imported.add(target.path)
+                for member in names:
+                    sub = self.module_named(f"{name}.{member}", module)
+                    if sub is not None:
+                        imported.add(sub.path)
+        return imported

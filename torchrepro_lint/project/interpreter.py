@@ -1,0 +1,432 @@
+"""Run a program's IR abstractly: what it seeds, claims and draws, on which paths, in what order.
+
+A program is an entry point plus everything reachable from it. The interpreter walks the entry's
+statements, inlining calls to project functions with their literal arguments bound (so
+`init_seeds(0, deterministic=True)` turns on the branch inside), running imported project
+modules' top levels once, and splitting the path state at branches whose condition it cannot
+decide. Two mechanisms keep it precise on real code:
+
+- assumptions: a runtime condition (`args.deterministic`) gets one truth value per path, so
+  `if args.deterministic: ... else: cudnn.benchmark = True` never puts both on one path, and
+  `benchmark = not args.deterministic` is False wherever the claim was made;
+- guards: each switch remembers the runtime conditions it was set under, so two switches under
+  independent flags (`if cfg.benchmark:` / `if args.deterministic:`) are not reported together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
+from torchrepro_lint.project.known_apis import Kind
+
+MAX_DEPTH = 40
+MAX_STEPS = 200_000
+MAX_STATES = 64
+
+Site = tuple  # (ProjectModule, ref): a node in some module
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """An effect as it happened in a program: where it is, and where to report it."""
+
+    site: Site  # the statement itself
+    anchor: Site  # in the entry program's own code: the statement, or the call that led to it
+    detail: tuple = ()
+    guards: frozenset = frozenset()  # runtime conditions it happened under
+
+
+@dataclass(frozen=True)
+class PathState:
+    torch_seeded: bool = False
+    consumed: Occurrence | None = None  # first torch draw before any seed on this path
+    claim: Occurrence | None = None
+    det_mode: bool = False
+    benchmark: Occurrence | None = None  # benchmark = True in force
+    cublas: bool = False
+    spawn_method: bool = False
+    assumptions: frozenset = frozenset()  # {(condition key, truth)}
+
+
+@dataclass
+class Facts:
+    """What a run saw, whatever the path: effects by kind, in first-seen order."""
+
+    effects: dict[str, dict[Site, Occurrence]] = field(default_factory=dict)
+    late_seeds: dict[Site, Occurrence] = field(default_factory=dict)  # anchor -> consumption
+    final_states: list[PathState] = field(default_factory=list)
+    spawns: list[tuple[Occurrence, bool, "Facts"]] = field(default_factory=list)
+    truncated: bool = False
+    modules: set = field(default_factory=set)  # ids of the modules whose code ran
+
+    def add(self, kind: str, occurrence: Occurrence) -> None:
+        self.effects.setdefault(kind, {}).setdefault(occurrence.site, occurrence)
+
+    def of(self, *kinds: str) -> list[Occurrence]:
+        return [o for kind in kinds for o in self.effects.get(kind, {}).values()]
+
+    def has(self, *kinds: str) -> bool:
+        return any(self.effects.get(kind) for kind in kinds)
+
+    def merge(self, other: Facts) -> None:
+        for kind, occurrences in other.effects.items():
+            for occurrence in occurrences.values():
+                self.add(kind, occurrence)
+        for anchor, consumed in other.late_seeds.items():
+            self.late_seeds.setdefault(anchor, consumed)
+        self.truncated = self.truncated or other.truncated
+        self.modules |= other.modules
+
+
+@dataclass
+class Frame:
+    module: ProjectModule
+    env: dict = field(default_factory=dict)
+    self_class: Symbol | None = None
+    def_class: Symbol | None = None
+    anchor: Site | None = None  # set once the call chain has left the entry module
+
+
+class Interpreter:
+    def __init__(self, project: ProjectIndex, entry: ProjectModule) -> None:
+        self.project = project
+        self.entry = entry
+        self.facts = Facts()
+        self.steps = 0
+        self.stack: list[tuple[int, str]] = []
+        self.guards: list[tuple[str, bool]] = []
+        self.ordered = True
+        self.imported: set[int] = set()
+        self.callbacks: dict[tuple[int, str], Symbol] = {}
+        self._effectful: dict[tuple[int, str], bool] = {}
+
+    # -- entry points ------------------------------------------------------------------
+    def run_module(self, *, with_guard: bool, function: str | None = None) -> Facts:
+        frame = Frame(self.entry)
+        self.imported.add(id(self.entry))
+        self.facts.modules.add(id(self.entry))
+        states, _ = self.block(self.entry.ir.top, [PathState()], frame)
+        if with_guard and self.entry.ir.main_guard is not None:
+            states, returned = self.block(self.entry.ir.main_guard[1], states, frame)
+            states += returned
+        if function is not None:
+            symbol = self.project.resolve("@." + function, self.entry)
+            if symbol is not None and symbol.function is not None:
+                states = self.invoke(symbol, (), (), states, frame, ref=symbol.function.ref)
+        self.facts.final_states.extend(states)
+        self.run_callbacks()
+        return self.facts
+
+    def run_callbacks(self) -> None:
+        """Callbacks run at a time we cannot place: their effects count, their order does not."""
+        self.ordered = False
+        done: set[tuple[int, str]] = set()
+        while len(done) < len(self.callbacks):
+            for key, symbol in list(self.callbacks.items()):
+                if key not in done:
+                    done.add(key)
+                    self.invoke(symbol, (), (), [PathState(torch_seeded=True)], Frame(symbol.module), ref=None)
+
+    # -- statements --------------------------------------------------------------------
+    def block(self, statements, states: list[PathState], frame: Frame):
+        returned: list[PathState] = []
+        for statement in statements:
+            if not states:
+                break
+            self.steps += 1
+            if self.steps > MAX_STEPS:
+                self.facts.truncated = True
+                break
+            states, more = self.statement(statement, states, frame)
+            returned += more
+        return states, returned
+
+    def statement(self, statement, states: list[PathState], frame: Frame):
+        if isinstance(statement, ir.Effect):
+            return self.effect(statement, states, frame), []
+        if isinstance(statement, ir.Call):
+            return self.call(statement, states, frame), []
+        if isinstance(statement, ir.Assign):
+            frame.env[statement.name] = (
+                statement.value if isinstance(statement.value, ir.Instance) else self.evaluate(statement.value, frame)
+            )
+            return states, []
+        if isinstance(statement, ir.Branch):
+            return self.branch(statement, states, frame)
+        if isinstance(statement, ir.Return):
+            return [], states
+        if isinstance(statement, ir.ImportModule):
+            return self.import_module(statement, states, frame), []
+        if isinstance(statement, ir.Spawn):
+            self.spawn(statement, states, frame)
+            return states, []
+        if isinstance(statement, ir.FunctionRef):
+            symbol = self.project.resolve(statement.target, frame.module)
+            if symbol is not None and symbol.function is not None:
+                self.callbacks.setdefault((id(symbol.module), symbol.path), symbol)
+            return states, []
+        return states, []
+
+    def branch(self, branch: ir.Branch, states: list[PathState], frame: Frame):
+        value = self.evaluate(branch.cond, frame)
+        if isinstance(value, ir.Const):
+            return self.block(branch.then if value.value else branch.orelse, states, frame)
+        key, polarity = _condition_key(value)
+        out: list[PathState] = []
+        returned: list[PathState] = []
+        for truth, body in ((True, branch.then), (False, branch.orelse)):
+            wanted = truth == polarity  # truth of the key itself on this arm
+            arm = [s for s in (_assume(s, key, wanted) for s in states) if s is not None]
+            if not arm:
+                continue
+            if key:
+                self.guards.append((key, wanted))
+            try:
+                arm_states, arm_returned = self.block(body, arm, frame)
+            finally:
+                if key:
+                    self.guards.pop()
+            out += arm_states
+            returned += arm_returned
+        return _bounded(out), returned
+
+    # -- effects -----------------------------------------------------------------------
+    def occurrence(self, frame: Frame, ref: int, detail: tuple = (), extra_guard=None) -> Occurrence:
+        site = (frame.module, ref)
+        guards = frozenset(self.guards) | (frozenset([extra_guard]) if extra_guard else frozenset())
+        return Occurrence(site, frame.anchor or site, detail, guards)
+
+    def effect(self, effect: ir.Effect, states: list[PathState], frame: Frame) -> list[PathState]:
+        value = self.evaluate(effect.value, frame)
+        out: list[PathState] = []
+        for state in states:
+            for truth, split_state, guard in _split(value, state):
+                out.append(self.apply(effect, truth, split_state, frame, guard))
+        return _bounded(out)
+
+    def apply(self, effect: ir.Effect, truth: bool, state: PathState, frame: Frame, guard) -> PathState:
+        kind = effect.kind
+        if kind == Kind.BENCHMARK:
+            if not truth:
+                return replace(state, benchmark=None)
+            occurrence = self.occurrence(frame, effect.ref, extra_guard=guard)
+            self.facts.add(kind, occurrence)
+            return replace(state, benchmark=occurrence)
+        if not truth:
+            return state
+        occurrence = self.occurrence(frame, effect.ref, effect.detail, guard)
+        self.facts.add(kind, occurrence)
+        if kind == Kind.SEED_TORCH:
+            if self.ordered and not state.torch_seeded and state.consumed is not None:
+                seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()
+                if not seed_names & set(state.consumed.detail):
+                    self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
+            return replace(state, torch_seeded=True, consumed=None)
+        if kind in (Kind.DRAW, Kind.MODULE_INIT):
+            if not state.torch_seeded and state.consumed is None and self.ordered:
+                return replace(state, consumed=occurrence)
+            return state
+        if kind == Kind.CHECKPOINT:
+            # Weights loaded over a random init: that init no longer matters.
+            if state.consumed is not None and state.consumed.site in self.facts.effects.get(Kind.MODULE_INIT, {}):
+                return replace(state, consumed=None)
+            return state
+        if kind in (Kind.CLAIM, Kind.CUDNN_DETERMINISTIC, Kind.DET_MODE, Kind.DET_MODE_WARN):
+            claim = state.claim or occurrence
+            det_mode = state.det_mode or kind in (Kind.DET_MODE, Kind.DET_MODE_WARN)
+            return replace(state, claim=claim, det_mode=det_mode)
+        if kind == Kind.ENV_SET and effect.detail[:1] == ("CUBLAS_WORKSPACE_CONFIG",):
+            return replace(state, cublas=True)
+        if kind == Kind.SPAWN_METHOD:
+            return replace(state, spawn_method=True)
+        return state
+
+    # -- calls -------------------------------------------------------------------------
+    def call(self, call: ir.Call, states: list[PathState], frame: Frame) -> list[PathState]:
+        target = self.callee(call, frame)
+        if target is None:
+            return states
+        symbol, self_class, skip_first = target
+        args = tuple(self.evaluate(a, frame) for a in call.args)
+        kwargs = tuple((k, self.evaluate(v, frame)) for k, v in call.kwargs)
+        if symbol.klass is not None:  # instantiation runs __init__
+            init = self.project.method(symbol, "__init__")
+            if init is None:
+                return states
+            return self.invoke(init, args, kwargs, states, frame, call.ref, self_class=symbol, skip_first=True)
+        return self.invoke(symbol, args, kwargs, states, frame, call.ref, self_class=self_class, skip_first=skip_first)
+
+    def callee(self, call: ir.Call, frame: Frame):
+        """(symbol, self class, whether the first parameter is bound) or None."""
+        if call.target is not None:
+            symbol = self.project.resolve(call.target, frame.module)
+            if symbol is None or (symbol.function is None and symbol.klass is None):
+                return None
+            bound = symbol.function is not None and symbol.function.is_method and frame.self_class is not None
+            return symbol, frame.self_class if bound else None, False
+        if call.receiver == "self" and frame.self_class is not None:
+            method = self.project.method(frame.self_class, call.method)
+            return (method, frame.self_class, True) if method else None
+        if call.receiver == "super" and frame.def_class is not None:
+            method = self.project.method(frame.def_class, call.method, skip_self=True)
+            return (method, frame.self_class, True) if method else None
+        bound = frame.env.get(call.receiver)
+        if isinstance(bound, ir.Instance):
+            klass = self.project.resolve(bound.qualname, frame.module)
+            if klass is not None and klass.klass is not None:
+                method = self.project.method(klass, call.method)
+                return (method, klass, True) if method else None
+        return None
+
+    def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False):
+        function = symbol.function
+        key = (id(symbol.module), symbol.path)
+        if function is None or key in self.stack or len(self.stack) >= MAX_DEPTH:
+            return states
+        if not self.effectful(symbol):
+            return states
+        params = function.params[1:] if skip_first and function.params else function.params
+        env = dict(function.defaults)
+        for name, value in zip(params, args):
+            env[name] = value
+        for name, value in kwargs:
+            env[name] = value
+        anchor = frame.anchor
+        if anchor is None and ref is not None and symbol.module is not self.entry:
+            anchor = (frame.module, ref)  # the call in the entry program that leaves it
+        def_class = self.project.resolve("@." + symbol.path.rpartition(".")[0], symbol.module) if function.is_method else None
+        callee_frame = Frame(symbol.module, env, self_class or def_class, def_class, anchor)
+        self.facts.modules.add(id(symbol.module))
+        self.stack.append(key)
+        try:
+            normal, returned = self.block(function.body, states, callee_frame)
+        finally:
+            self.stack.pop()
+        return _bounded(normal + returned)
+
+    def effectful(self, symbol: Symbol) -> bool:
+        """Whether a function can do anything we track; pure helpers are not walked again."""
+        key = (id(symbol.module), symbol.path)
+        if key not in self._effectful:
+            self._effectful[key] = True  # optimistic while recursing
+            self._effectful[key] = any(self._stmt_effectful(s, symbol.module) for s in symbol.function.body)
+        return self._effectful[key]
+
+    def _stmt_effectful(self, statement, module: ProjectModule) -> bool:
+        if isinstance(statement, ir.Branch):
+            return any(self._stmt_effectful(s, module) for s in (*statement.then, *statement.orelse))
+        if isinstance(statement, ir.Call):
+            if statement.target is None:
+                return True
+            target = self.project.resolve(statement.target, module)
+            if target is None:
+                return False
+            if target.klass is not None:
+                init = self.project.method(target, "__init__")
+                return init is not None and self.effectful(init)
+            return target.function is not None and self.effectful(target)
+        return not isinstance(statement, (ir.Assign, ir.Return))
+
+    def import_module(self, statement: ir.ImportModule, states, frame: Frame):
+        parts = statement.module.split(".")
+        names = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        names += [f"{statement.module}.{n}" for n in statement.names]
+        for name in names:
+            module = self.project.module_named(name, frame.module)
+            if module is None or id(module) in self.imported:
+                continue
+            self.imported.add(id(module))
+            # The `__main__` block of an imported module is not part of its importer's program.
+            self.facts.modules.add(id(module))
+            anchor = frame.anchor or (frame.module, statement.ref)
+            states, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            states += returned
+        return states
+
+    def spawn(self, statement: ir.Spawn, states, frame: Frame) -> None:
+        if statement.needs_spawn_method and not any(s.spawn_method for s in states):
+            return
+        symbol = self.project.resolve(statement.target, frame.module)
+        if symbol is None or symbol.function is None:
+            return
+        occurrence = self.occurrence(frame, statement.ref)
+        parent_set_up = any(s.torch_seeded or s.claim is not None for s in states)
+        # A spawned process starts from a fresh interpreter: fresh RNG state, default flags.
+        child = Interpreter(self.project, symbol.module)
+        child.steps = self.steps
+        child_frame = Frame(symbol.module, anchor=frame.anchor or occurrence.site)
+        child.imported.add(id(symbol.module))
+        # The child re-imports the target's module (its `__main__` block excluded), then calls it.
+        start, _ = child.block(symbol.module.ir.top, [PathState()], child_frame)
+        final = child.invoke(symbol, (), (), start, child_frame, ref=None)
+        child.facts.final_states.extend(final)
+        child.run_callbacks()
+        self.steps = child.steps
+        self.facts.spawns.append((occurrence, parent_set_up, child.facts))
+        self.facts.merge(child.facts)
+
+    # -- values ------------------------------------------------------------------------
+    def evaluate(self, value: ir.Value, frame: Frame):
+        if isinstance(value, ir.Var):
+            bound = frame.env.get(value.name)
+            if bound is None:
+                return ir.Opaque(value.name)
+            return bound if not isinstance(bound, ir.Instance) else ir.Opaque(value.name)
+        if isinstance(value, ir.Not):
+            inner = self.evaluate(value.operand, frame)
+            if isinstance(inner, ir.Const):
+                return ir.Const(not inner.value)
+            return ir.Not(inner)
+        if isinstance(value, ir.IsNone):
+            inner = self.evaluate(value.operand, frame)
+            if isinstance(inner, ir.Const):
+                return ir.Const((inner.value is None) != value.negated)
+            return ir.IsNone(inner, value.negated)
+        return value
+
+
+def _condition_key(value) -> tuple[str, bool]:
+    """A runtime condition as (key, polarity): `not args.det` is ("args.det", False)."""
+    polarity = True
+    while isinstance(value, ir.Not):
+        value = value.operand
+        polarity = not polarity
+    if isinstance(value, ir.IsNone):
+        inner_key, inner_polarity = _condition_key(value.operand)
+        return (f"{inner_key} is None", polarity != value.negated) if inner_key else ("", True)
+    if isinstance(value, ir.Opaque):
+        return value.key, polarity
+    return "", True
+
+
+def _assume(state: PathState, key: str, truth: bool) -> PathState | None:
+    if not key:
+        return state
+    if (key, not truth) in state.assumptions:
+        return None  # this arm contradicts what the path already took
+    return replace(state, assumptions=state.assumptions | {(key, truth)})
+
+
+def _split(value, state: PathState):
+    """[(truth, state, guard)]: a runtime value is true on some paths and false on others."""
+    if isinstance(value, ir.Const):
+        return [(bool(value.value), state, None)]
+    key, polarity = _condition_key(value)
+    if not key:
+        return [(True, state, None), (False, state, None)]
+    out = []
+    for truth in (True, False):
+        assumed = _assume(state, key, truth)
+        if assumed is not None:
+            out.append((truth == polarity, assumed, (key, truth)))
+    return out
+
+
+def _bounded(states: list[PathState]) -> list[PathState]:
+    unique = list(dict.fromkeys(states))
+    if len(unique) > MAX_STATES:
+        # Forget path assumptions before forgetting facts.
+        unique = list(dict.fromkeys(replace(s, assumptions=frozenset()) for s in unique))
+    return unique

@@ -1,0 +1,146 @@
+"""A small intermediate representation of what a module does, for the program model.
+
+Each module is lowered once (extract.py) into statements that keep only what seeding and
+determinism depend on: effects (a seed, a claim, a draw...), calls that may reach project
+code, simple assignments, and branches. It holds no CST nodes (only integer refs into the
+module's node table), so it can be cached and shipped between processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+# -- values: conditions and switch arguments, evaluated under the caller's bindings --------
+@dataclass(frozen=True)
+class Const:
+    value: object
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: "Value"
+
+
+@dataclass(frozen=True)
+class IsNone:
+    operand: "Value"
+    negated: bool  # `x is not None`
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """A runtime value. Equal keys (the same source text) are taken to be the same value."""
+
+    key: str
+
+
+Value = Union[Const, Var, Not, IsNone, Opaque]
+UNKNOWN = Opaque("")  # a runtime value that correlates with nothing
+TRUE = Const(True)
+
+
+# -- statements ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Effect:
+    kind: str  # one of effects.Kind
+    ref: int  # node in the module's table, where a finding would be reported
+    value: Value = TRUE  # for switches: the value assigned; effect happens when truthy
+    detail: tuple = ()  # kind-specific data (a seed's text, an env var's name, ...)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A call that may reach project code: by qualified name, or a method on a variable."""
+
+    ref: int
+    target: str | None  # qualified name ("@.main", "utils.set_seed") or None for receiver.method
+    receiver: str | None = None  # "self", "super", or a local variable name
+    method: str | None = None
+    args: tuple[Value, ...] = ()
+    kwargs: tuple[tuple[str, Value], ...] = ()
+
+
+@dataclass(frozen=True)
+class Instance:
+    """`x = Foo(...)`: x is an instance of Foo (if Foo is a project class)."""
+
+    qualname: str
+
+
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    value: Union[Value, Instance]
+
+
+@dataclass(frozen=True)
+class Branch:
+    cond: Value
+    then: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...]
+
+
+@dataclass(frozen=True)
+class Return:
+    pass
+
+
+@dataclass(frozen=True)
+class ImportModule:
+    ref: int
+    module: str  # absolute dotted name; its top level runs once per program
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """A call that starts processes running `target` in a fresh interpreter."""
+
+    ref: int
+    target: str
+    needs_spawn_method: bool = False  # plain multiprocessing.Process: spawn only if set globally
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """A function passed as a value (a callback): reachable, at an unknown time."""
+
+    target: str
+
+
+Stmt = Union[Effect, Call, Assign, Branch, Return, ImportModule, Spawn, FunctionRef]
+
+
+@dataclass
+class FunctionIR:
+    path: str  # "main", "Trainer.fit", "outer.inner"
+    ref: int
+    params: tuple[str, ...]
+    defaults: dict[str, Value]
+    body: tuple[Stmt, ...]
+    is_method: bool = False
+
+
+@dataclass
+class ClassIR:
+    path: str
+    bases: tuple[str, ...]  # qualified names as the module sees them
+    methods: frozenset[str]
+
+
+@dataclass
+class ModuleIR:
+    top: tuple[Stmt, ...]  # module-level statements, the `__main__` block excluded
+    main_guard: tuple[int, tuple[Stmt, ...]] | None  # (ref of the `if`, its body)
+    functions: dict[str, FunctionIR] = field(default_factory=dict)
+    classes: dict[str, ClassIR] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> qualified name
+    imported_modules: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every import, any depth
+    has_top_level_work: bool = False

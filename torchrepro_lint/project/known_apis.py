@@ -1,0 +1,160 @@
+"""Facts about external APIs: which calls seed, claim determinism, draw randomness, use CUDA.
+
+Every name here is a canonical qualified name (see analysis/names.py). Kept as data so the
+next engineer can audit one table instead of reading visitor code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Kind:
+    SEED_TORCH = "seed_torch"
+    SEED_CUDA = "seed_cuda"  # torch.cuda.manual_seed(_all): CPU generator left alone
+    SEED_RANDOM = "seed_random"
+    SEED_NUMPY = "seed_numpy"
+    CLAIM = "claim"  # claims determinism (cudnn.deterministic = True, Trainer(deterministic=True))
+    DET_MODE = "det_mode"  # enables deterministic mode (use_deterministic_algorithms(True))
+    DET_MODE_WARN = "det_mode_warn"  # the same with warn_only / debug mode "warn"
+    CUDNN_DETERMINISTIC = "cudnn_deterministic"  # the user's own `cudnn.deterministic = v`
+    BENCHMARK = "benchmark"  # cudnn.benchmark = v
+    DRAW = "draw"  # draws from torch's global generator now
+    MODULE_INIT = "module_init"  # builds parameters with random init
+    RANDOMNESS = "randomness"  # will draw later (shuffling loader, random transform, dropout)
+    DRAW_RANDOM = "draw_random"  # Python's `random` global generator
+    DRAW_NUMPY = "draw_numpy"  # NumPy's global generator
+    CUDA = "cuda"
+    ENV_SET = "env_set"  # detail: (variable name,)
+    CHECKPOINT = "checkpoint"  # weights loaded from a checkpoint
+    TRAINING = "training"  # gradients or optimisers: the program trains
+    SPAWN_METHOD = "spawn_method"  # multiprocessing start method set to "spawn"
+
+
+TORCH_DRAWS = frozenset(
+    "torch." + n
+    for n in (
+        "rand randn randint randperm rand_like randn_like randint_like normal bernoulli "
+        "multinomial poisson nn.functional.dropout nn.functional.dropout1d nn.functional.dropout2d "
+        "nn.functional.dropout3d nn.functional.alpha_dropout nn.functional.feature_alpha_dropout "
+        "nn.functional.gumbel_softmax nn.functional.rrelu utils.data.random_split "
+        "nn.init.uniform_ nn.init.normal_ nn.init.xavier_uniform_ nn.init.xavier_normal_ "
+        "nn.init.kaiming_uniform_ nn.init.kaiming_normal_ nn.init.trunc_normal_ "
+        "nn.init.orthogonal_ nn.init.sparse_"
+    ).split()
+)
+
+# In-place random fills: distinctive method names, recognised on any receiver.
+TENSOR_RANDOM_METHODS = frozenset(
+    "uniform_ normal_ random_ bernoulli_ exponential_ geometric_ log_normal_ cauchy_".split()
+)
+
+# nn modules whose constructor draws random initial weights (norm layers init to constants).
+RANDOM_INIT_MODULES = frozenset(
+    "torch.nn." + n
+    for n in (
+        "Linear Bilinear LazyLinear Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d "
+        "ConvTranspose3d LazyConv1d LazyConv2d LazyConv3d Embedding EmbeddingBag RNN LSTM GRU "
+        "RNNCell LSTMCell GRUCell MultiheadAttention Transformer TransformerEncoderLayer "
+        "TransformerDecoderLayer"
+    ).split()
+)
+MODEL_FACTORIES = frozenset({"timm.create_model"})
+MODEL_FACTORY_PREFIXES = ("torchvision.models.",)
+
+# Constructed now, draw later (at iteration or in training forward).
+DEFERRED_RANDOMNESS = frozenset(
+    {
+        "torch.utils.data.RandomSampler",
+        "torch.utils.data.SubsetRandomSampler",
+        "torch.utils.data.WeightedRandomSampler",
+        "torch.nn.Dropout",
+        "torch.nn.Dropout1d",
+        "torch.nn.Dropout2d",
+        "torch.nn.Dropout3d",
+        "torch.nn.AlphaDropout",
+        "torch.nn.FeatureAlphaDropout",
+    }
+)
+RANDOM_TRANSFORM_PREFIXES = ("torchvision.transforms.", "torchvision.transforms.v2.")
+RANDOM_TRANSFORMS = frozenset(
+    "ColorJitter RandAugment AutoAugment TrivialAugmentWide AugMix GaussianBlur ElasticTransform".split()
+)
+
+PY_RANDOM_DRAWS = frozenset(
+    "random." + n
+    for n in (
+        "random randint randrange choice choices shuffle sample uniform gauss normalvariate "
+        "lognormvariate expovariate vonmisesvariate gammavariate betavariate paretovariate "
+        "weibullvariate triangular getrandbits randbytes binomialvariate"
+    ).split()
+)
+NUMPY_NOT_DRAWS = frozenset(
+    "seed default_rng RandomState Generator SeedSequence get_state set_state PCG64 PCG64DXSM "
+    "MT19937 Philox SFC64 BitGenerator".split()
+)
+
+CUDA_CALLS = frozenset(
+    {
+        "torch.cuda.set_device",
+        "torch.cuda.synchronize",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.GradScaler",
+        "torch.nn.DataParallel",
+    }
+)
+CHECKPOINT_CALLS = frozenset(
+    {"torch.load", "torch.jit.load", "torch.hub.load_state_dict_from_url", "safetensors.torch.load_file"}
+)
+CHECKPOINT_METHODS = frozenset({"load_state_dict", "load_checkpoint", "load_from_checkpoint"})
+TRAINING_METHODS = frozenset({"backward"})
+
+SPAWN_FUNCTIONS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+LIGHTNING_TRAINER = "lightning.Trainer"
+HF_TRAINING_ARGUMENTS = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments"})
+CUDNN = "torch.backends.cudnn"
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A framework seeding helper. `claims_when` names the keyword that turns determinism on."""
+
+    seeds: tuple[str, ...] = ("torch", "random", "numpy")
+    claims_when: str | None = None  # keyword name, "always", or None (never)
+    claim_position: int | None = None  # positional index of that keyword, when it has one
+    enables_det_mode: bool = False  # calls torch.use_deterministic_algorithms(True)
+    warn_only: bool = False
+    sets_cublas: bool = False
+    seed_param: str = "seed"
+    random_when_seed_none: bool = False  # seed=None means "draw a random seed"
+
+
+_LIGHTNING = Helper()
+KNOWN_HELPERS: dict[str, Helper] = {
+    "lightning.seed_everything": _LIGHTNING,
+    "lightning.pytorch.seed_everything": _LIGHTNING,
+    "pytorch_lightning.seed_everything": _LIGHTNING,
+    "lightning.fabric.utilities.seed.seed_everything": _LIGHTNING,
+    "lightning_fabric.utilities.seed.seed_everything": _LIGHTNING,
+    "transformers.set_seed": Helper(claims_when="deterministic", claim_position=1, enables_det_mode=True),
+    "transformers.trainer_utils.set_seed": Helper(
+        claims_when="deterministic", claim_position=1, enables_det_mode=True
+    ),
+    "transformers.enable_full_determinism": Helper(claims_when="always", enables_det_mode=True, sets_cublas=True),
+    "transformers.trainer_utils.enable_full_determinism": Helper(
+        claims_when="always", enables_det_mode=True, sets_cublas=True
+    ),
+    "accelerate.utils.set_seed": Helper(claims_when="deterministic", claim_position=2, enables_det_mode=True),
+    "mmengine.runner.set_random_seed": Helper(
+        claims_when="deterministic", claim_position=1, enables_det_mode=True, random_when_seed_none=True
+    ),
+    "mmcv.runner.set_random_seed": Helper(claims_when="deterministic", claim_position=1, random_when_seed_none=True),
+    "detectron2.utils.env.seed_all_rng": Helper(random_when_seed_none=True),
+    "timm.utils.random_seed": Helper(),
+    "fastai.torch_core.set_seed": Helper(claims_when="reproducible", claim_position=1, seed_param="s"),
+    "torch_geometric.seed_everything": Helper(),
+    "ultralytics.utils.torch_utils.init_seeds": Helper(
+        claims_when="deterministic", claim_position=1, enables_det_mode=True, warn_only=True, sets_cublas=True
+    ),
+    "keras.utils.set_random_seed": Helper(),
+}

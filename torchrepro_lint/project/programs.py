@@ -1,0 +1,91 @@
+"""Entry points and the programs they start, as the spec defines them.
+
+Entry points: a module with `if __name__ == "__main__":`, a `__main__.py`, a console-script
+target declared in pyproject, and a script with top-level work that no project module imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.interpreter import Facts, Interpreter
+from torchrepro_lint.project.known_apis import Kind
+
+
+@dataclass
+class Program:
+    entry: ProjectModule
+    kind: str  # "main-guard" | "dunder-main" | "console-script" | "script"
+    anchor_ref: int | None  # the `__main__` guard; None: line 1 of the file
+    facts: Facts
+    function: str | None = None  # console-script target function
+
+    @property
+    def name(self) -> str:
+        return self.entry.source.path.as_posix() + (f":{self.function}" if self.function else "")
+
+
+def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None) -> list[Program]:
+    programs: list[Program] = []
+    imported = None
+    for module in project.linted_modules:
+        guard = module.ir.main_guard
+        if guard is not None or module.is_dunder_main:
+            kind = "main-guard" if guard is not None else "dunder-main"
+            facts = Interpreter(project, module).run_module(with_guard=True)
+            programs.append(Program(module, kind, guard[0] if guard else None, facts))
+        elif module.ir.has_top_level_work:
+            if imported is None:
+                imported = project.imported_by_project()
+            if module.path not in imported:
+                facts = Interpreter(project, module).run_module(with_guard=False)
+                programs.append(Program(module, "script", None, facts))
+    for target in (console_scripts or {}).values():
+        module_name, _, function = target.partition(":")
+        module = _module_from_root(project, module_name.strip())
+        if module is not None and module.linted and function:
+            facts = Interpreter(project, module).run_module(with_guard=False, function=function.strip())
+            symbol = module.ir.functions.get(function.strip())
+            programs.append(Program(module, "console-script", symbol.ref if symbol else None, facts, function.strip()))
+    return programs
+
+
+def _module_from_root(project: ProjectIndex, name: str) -> ProjectModule | None:
+    for module in project.modules.values():
+        found = project.module_named(name, module)
+        if found is not None:
+            return found
+    return None
+
+
+# -- program facts shared by the rules -------------------------------------------------------
+SEEDS_TORCH = (Kind.SEED_TORCH,)
+CLAIMS = (Kind.CLAIM, Kind.CUDNN_DETERMINISTIC, Kind.DET_MODE, Kind.DET_MODE_WARN)
+DET_MODE = (Kind.DET_MODE, Kind.DET_MODE_WARN)
+
+
+def torch_randomness(facts: Facts):
+    """The first thing that makes this program's results depend on torch's generator, or None.
+
+    Building modules counts unless the program only evaluates weights it loads: no training
+    and a checkpoint (or only pretrained models) behind every module.
+    """
+    for occurrence in facts.of(Kind.DRAW, Kind.RANDOMNESS):
+        return occurrence
+    inits = facts.of(Kind.MODULE_INIT)
+    if not inits:
+        return None
+    if facts.has(Kind.TRAINING):
+        return inits[0]
+    if facts.has(Kind.CHECKPOINT) or all(o.detail == ("pretrained",) for o in inits):
+        return None
+    return inits[0]
+
+
+def seeds_torch(facts: Facts) -> bool:
+    return facts.has(Kind.SEED_TORCH)
+
+
+def claims_determinism(facts: Facts) -> bool:
+    return facts.has(*CLAIMS)

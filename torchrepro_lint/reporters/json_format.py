@@ -1,0 +1,40 @@
+"""JSON in the shape of ruff's `--output-format json`, so tools that read ruff's can read ours."""
+
+from __future__ import annotations
+
+import json
+
+from torchrepro_lint import rule_url
+from torchrepro_lint.findings import Finding, LintResult
+
+
+def finding_to_dict(finding: Finding) -> dict:
+    fix = None
+    if finding.fix is not None:
+        fix = {
+            "applicability": finding.fix.applicability,
+            "message": finding.fix.message,
+            "edits": [
+                {
+                    "content": edit.content,
+                    "location": {"row": edit.start[0], "column": edit.start[1]},
+                    "end_location": {"row": edit.end[0], "column": edit.end[1]},
+                }
+                for edit in finding.fix.edits
+            ],
+        }
+    return {
+        "code": finding.code,
+        "message": finding.message,
+        "severity": str(finding.severity),
+        "filename": finding.path,
+        "location": {"row": finding.row, "column": finding.column},
+        "end_location": {"row": finding.end_row, "column": finding.end_column},
+        "fix": fix,
+        "url": rule_url(finding.code),
+        "noqa_row": finding.row,
+    }
+
+
+def render_json(result: LintResult, *, quiet: bool = False) -> str:
+    return json.dumps([finding_to_dict(f) for f in result.findings], indent=2) + "\n"

@@ -1,0 +1,56 @@
+"""The rule contract: metadata, examples, and the two kinds of check.
+
+A rule's documentation page (rules/TRPxxx.md) is generated from the class attributes below,
+and its examples run as tests: a hazard must be reported exactly on the lines marked
+`# <-- TRPxxx`, a trap must not be reported at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, Iterable
+
+from torchrepro_lint.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from torchrepro_lint.context import LintContext
+    from torchrepro_lint.project.index import ProjectModule
+
+MARKER = "# <-- "
+
+
+@dataclass(frozen=True)
+class Example:
+    """Source of one example: a single file, or several (`{"train.py": ..., "utils.py": ...}`)."""
+
+    code: str | dict[str, str]
+    title: str = ""
+    config: dict = field(default_factory=dict)  # [tool.torchrepro-lint] settings, e.g. torch-version
+
+    @property
+    def files(self) -> dict[str, str]:
+        return {"example.py": self.code} if isinstance(self.code, str) else dict(self.code)
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, as in the spec
+    summary: ClassVar[str]  # one line: what it finds
+    why: ClassVar[str]  # why it breaks reproducibility
+    severity: ClassVar[Severity] = Severity.WARNING
+    default_enabled: ClassVar[bool] = True
+    fix_safety: ClassVar[str | None] = None  # "safe" | "unsafe" | None
+    fix: ClassVar[str] = ""  # what to do (and what --fix will do, when it can)
+    decisions: ClassVar[str] = ""  # where the spec is silent: what we decided and why
+    hazards: ClassVar[tuple[Example, ...]] = ()
+    traps: ClassVar[tuple[Example, ...]] = ()
+    tags: ClassVar[tuple[str, ...]] = ("reproducibility",)
+    precision: ClassVar[str] = "high"
+
+    def check_module(self, module: ProjectModule, context: LintContext) -> Iterable[Finding]:
+        """Per-file rules: called once for every linted module."""
+        return ()
+
+    def check_programs(self, context: LintContext) -> Iterable[Finding]:
+        """Program rules: called once per run, with every program's facts in `context`."""
+        return ()

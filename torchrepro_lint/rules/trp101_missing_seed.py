@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+from torchrepro_lint.context import describe
+from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.programs import torch_randomness
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class MissingSeed(Rule):
+    code = "TRP101"
+    name = "missing-seed"
+    summary = "A program draws from torch's random generator but never seeds it."
+    why = (
+        "Initial weights, dropout masks, shuffling and random augmentations all come from torch's "
+        "global generator. Unseeded, it starts from OS entropy, so two runs of the same command "
+        "train different models and a result cannot be reproduced, nor a regression bisected."
+    )
+    fix_safety = "unsafe"
+    fix = (
+        "Seed once, first thing: `torch.manual_seed(seed)` as the first statement of the `__main__` "
+        "block (or after the imports of a script), plus `random.seed`/`np.random.seed` where those "
+        "draw. A seeding helper of your project or framework (`lightning.seed_everything`, "
+        "`transformers.set_seed`, ...) counts. The fix is unsafe: it changes results, and picks the "
+        "seed from the `seed` setting (default 0)."
+    )
+    decisions = (
+        "Reported once per program at its `__main__` guard (line 1 for a guard-less script). "
+        "A program that seeds only `random`/NumPy but not torch gets TRP101 (torch is what is "
+        "missing), never TRP102 as well. A program that seeds only with `torch.cuda.manual_seed*` "
+        "gets TRP106 instead. Building modules does not count as randomness when the program "
+        "only evaluates loaded weights (a checkpoint or `from_pretrained`, and no training)."
+    )
+    hazards = (
+        Example(
+            '''import torch
+from torch import nn
+
+def main():
+    model = nn.Linear(10, 2)
+    loader = torch.utils.data.DataLoader(range(100), batch_size=8, shuffle=True)
+    for batch in loader:
+        model(torch.randn(8, 10)).sum().backward()
+
+if __name__ == "__main__":  # <-- TRP101
+    main()
+''',
+            "A training script with no seed anywhere",
+        ),
+        Example(
+            '''import torch  # <-- TRP101
+
+noise = torch.randn(16, 3)
+torch.save(noise, "noise.pt")
+''',
+            "A guard-less script: reported on line 1",
+        ),
+        Example(
+            {
+                "train.py": '''import random
+import numpy as np
+from model import build
+
+if __name__ == "__main__":  # <-- TRP101
+    random.seed(0)
+    np.random.seed(0)
+    net = build()
+''',
+                "model.py": '''import torch.nn as nn
+
+def build():
+    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+''',
+            },
+            "random and NumPy seeded, torch not; the randomness is in another module",
+        ),
+    )
+    traps = (
+        Example(
+            {
+                "train.py": '''import torch.nn as nn
+from utils import set_seed
+
+def main():
+    set_seed(1234)
+    return nn.Linear(4, 4)
+
+if __name__ == "__main__":
+    main()
+''',
+                "utils.py": '''import random
+import numpy as np
+import torch
+
+def set_seed(seed):
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+''',
+            },
+            "Seeded through a project helper in another module",
+        ),
+        Example(
+            '''import lightning as L
+import torch.nn as nn
+
+if __name__ == "__main__":
+    L.seed_everything(7)
+    model = nn.Linear(3, 3)
+''',
+            "Seeded through a framework helper",
+        ),
+        Example(
+            '''import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 1)
+
+if __name__ == "__main__":
+    net = Net()
+    net.load_state_dict(torch.load("best.pt"))
+    net.eval()
+    with torch.no_grad():
+        print(net(torch.ones(1, 8)))
+''',
+            "Checkpoint-only evaluation draws nothing that matters",
+        ),
+        Example(
+            '''import numpy as np
+
+def make_data():
+    rng = np.random.default_rng(3)
+    return rng.normal(size=100)
+
+if __name__ == "__main__":
+    np.save("data.npy", make_data())
+''',
+            "No torch randomness at all",
+        ),
+        Example(
+            '''import torch.nn as nn
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+''',
+            "A library module is not a program",
+        ),
+    )
+
+    def check_programs(self, context):
+        for program in context.programs:
+            facts = program.facts
+            if facts.truncated or facts.has(Kind.SEED_TORCH, Kind.SEED_CUDA):
+                continue
+            first = torch_randomness(facts)
+            if first is None:
+                continue
+            others = [name for kind, name in ((Kind.SEED_RANDOM, "random"), (Kind.SEED_NUMPY, "NumPy")) if facts.has(kind)]
+            seeded = f" (it seeds {' and '.join(others)}, not torch)" if others else ""
+            where = "at the top of the `__main__` block" if program.anchor_ref is not None else "after the imports"
+            yield context.report(
+                self,
+                program.entry,
+                program.anchor_ref,
+                f"program never seeds torch{seeded}, but draws from its generator ({describe(first.site)}): "
+                f"weights, dropout and shuffling change every run; call `torch.manual_seed(seed)` {where}",
+            )

@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+from torchrepro_lint.context import describe
+from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class PartialSeed(Rule):
+    code = "TRP102"
+    name = "partial-seed"
+    summary = "torch is seeded, but Python's `random` or NumPy's global generator is drawn from and never seeded."
+    why = (
+        "Data pipelines mix generators: `random.shuffle` for file lists, `np.random` for crops and "
+        "augmentations, torch for the model. Seeding torch alone leaves the others on OS entropy, "
+        "so the data stream, and with it the result, still changes from run to run."
+    )
+    fix_safety = "safe"
+    fix = (
+        "Seed every generator the program draws from, next to the torch seed and with the same "
+        "expression: `random.seed(seed)` / `np.random.seed(seed)`. Better, use a generator object "
+        "(`np.random.default_rng(seed)`) passed where it is needed."
+    )
+    decisions = (
+        "Reported at the program's torch seeding (the statement in the entry module, or the call "
+        "of the helper that seeds). A program that seeds random/NumPy but not torch is TRP101's "
+        "case, so it is not reported twice. `random.seed()` / `np.random.seed()` without a seed "
+        "does not count as seeding (that is TRP104)."
+    )
+    hazards = (
+        Example(
+            '''import random
+import torch
+
+def main():
+    torch.manual_seed(0)  # <-- TRP102
+    files = ["a.jpg", "b.jpg", "c.jpg"]
+    random.shuffle(files)
+
+if __name__ == "__main__":
+    main()
+''',
+            "torch seeded, `random` drawn from",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(42)  # <-- TRP102
+    crop = np.random.randint(0, 32)
+''',
+            "NumPy's global generator drawn from",
+        ),
+        Example(
+            {
+                "train.py": '''import torch
+from data import jitter
+
+if __name__ == "__main__":
+    torch.manual_seed(1)  # <-- TRP102
+    print(jitter(3.0))
+''',
+                "data.py": '''import numpy as np
+
+def jitter(x):
+    return x + np.random.normal(0, 0.1)
+''',
+            },
+            "The draw is in another module",
+        ),
+    )
+    traps = (
+        Example(
+            '''import numpy as np
+import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    x = np.zeros(3)
+''',
+            "`import numpy` without global draws",
+        ),
+        Example(
+            '''import random
+import numpy as np
+from lightning import seed_everything
+
+if __name__ == "__main__":
+    seed_everything(5)
+    random.shuffle([1, 2, 3])
+    np.random.rand(2)
+''',
+            "A helper that seeds all three",
+        ),
+        Example(
+            '''import random
+import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(3)
+    random.seed(3)
+    random.shuffle([1, 2])
+''',
+            "Both seeded",
+        ),
+    )
+
+    def check_programs(self, context):
+        for program in context.programs:
+            facts = program.facts
+            seeds = facts.of(Kind.SEED_TORCH)
+            if not seeds:
+                continue
+            missing = []
+            for draw_kind, seed_kind, name, call in (
+                (Kind.DRAW_RANDOM, Kind.SEED_RANDOM, "Python's `random`", "random.seed"),
+                (Kind.DRAW_NUMPY, Kind.SEED_NUMPY, "NumPy's global generator", "np.random.seed"),
+            ):
+                draws = facts.of(draw_kind)
+                if draws and not facts.has(seed_kind):
+                    missing.append((name, call, draws[0]))
+            if not missing:
+                continue
+            what = " and ".join(f"{name} ({describe(draw.site)})" for name, _, draw in missing)
+            calls = " and ".join(f"`{call}(seed)`" for _, call, _ in missing)
+            anchor_module, anchor_ref = seeds[0].anchor
+            yield context.report(
+                self,
+                anchor_module,
+                anchor_ref,
+                f"torch is seeded but {what} is never seeded, so the data stream still changes every run; "
+                f"add {calls} beside this seed",
+            )

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from torchrepro_lint.context import describe
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class LateSeed(Rule):
+    code = "TRP105"
+    name = "late-seed"
+    summary = "torch is seeded only after the program already drew from its generator."
+    why = (
+        "Whatever was drawn before the seed, typically the model's initial weights, came from an "
+        "unseeded generator: it differs every run even though the program 'is seeded'. The bug "
+        "hides well, because everything after the seed does repeat."
+    )
+    fix = "Move the seeding call before the first model construction or random draw."
+    decisions = (
+        "Reported at the seeding call in the entry program (the call of the helper that seeds, "
+        "when seeding happens in another module). Constructing a DataLoader, a sampler or an "
+        "optimizer draws nothing yet. Loading a checkpoint over a freshly built model makes its "
+        "random init irrelevant. `from_pretrained` counts as a draw: heads missing from the "
+        "checkpoint are initialised randomly."
+    )
+    hazards = (
+        Example(
+            '''import torch
+import torch.nn as nn
+
+def main():
+    model = nn.Linear(32, 10)
+    torch.manual_seed(0)  # <-- TRP105
+    print(model(torch.randn(1, 32)))
+
+if __name__ == "__main__":
+    main()
+''',
+            "Model built, then seeded",
+        ),
+        Example(
+            {
+                "train.py": '''import torch
+from helpers import seed_everything
+
+if __name__ == "__main__":
+    noise = torch.randn(4)
+    seed_everything(3)  # <-- TRP105
+''',
+                "helpers.py": '''import torch
+
+def seed_everything(seed):
+    torch.manual_seed(seed)
+''',
+            },
+            "Seeding through a helper, after a draw",
+        ),
+        Example(
+            '''import torch
+from transformers import AutoModelForSequenceClassification, set_seed
+
+if __name__ == "__main__":
+    model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+    set_seed(42)  # <-- TRP105
+''',
+            "A pretrained model's new head is initialised before the seed",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    seed = torch.randint(0, 2**31, (1,)).item()
+    print("seed", seed)
+    torch.manual_seed(seed)
+''',
+            "A draw whose value becomes the seed",
+        ),
+        Example(
+            '''import torch
+from torch.utils.data import DataLoader
+
+if __name__ == "__main__":
+    loader = DataLoader(list(range(10)), shuffle=True)
+    optimizer_cls = torch.optim.SGD
+    torch.manual_seed(0)
+    for batch in loader:
+        pass
+''',
+            "A DataLoader constructed before the seed draws nothing yet",
+        ),
+        Example(
+            '''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    model = nn.Linear(8, 8)
+    model.load_state_dict(torch.load("ckpt.pt"))
+    torch.manual_seed(0)
+''',
+            "Weights loaded from a checkpoint replace the random init",
+        ),
+    )
+
+    def check_programs(self, context):
+        for program in context.programs:
+            for (module, ref), consumed in program.facts.late_seeds.items():
+                yield context.report(
+                    self,
+                    module,
+                    ref,
+                    f"torch is seeded here, after {describe(consumed.site)} already drew from the unseeded "
+                    "generator: that draw (initial weights, say) changes every run; seed before it",
+                )

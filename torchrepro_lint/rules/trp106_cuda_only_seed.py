@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.programs import torch_randomness
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class CudaOnlySeed(Rule):
+    code = "TRP106"
+    name = "cuda-only-seed"
+    summary = "Only the CUDA generators are seeded: torch's CPU generator stays random."
+    why = (
+        "`torch.cuda.manual_seed(_all)` seeds the GPUs' generators only. Modules are initialised on "
+        "the CPU before `.cuda()`, and CPU-side draws (`randperm` for shuffling, augmentations) use "
+        "the CPU generator, which stays on OS entropy."
+    )
+    fix_safety = "safe"
+    fix = "Use `torch.manual_seed(seed)`, which seeds the CPU generator and every CUDA device."
+    decisions = (
+        "Reported at the CUDA seeding statement, in programs that draw from torch at all and never "
+        "call `torch.manual_seed` (or a helper that does). Such programs get TRP106, not TRP101."
+    )
+    hazards = (
+        Example(
+            '''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.cuda.manual_seed_all(0)  # <-- TRP106
+    model = nn.Linear(4, 4).cuda()
+''',
+            "Only the GPUs seeded",
+        ),
+        Example(
+            '''import torch
+
+def seed(s):
+    torch.cuda.manual_seed(s)  # <-- TRP106
+
+if __name__ == "__main__":
+    seed(1)
+    idx = torch.randperm(100)
+''',
+            "In a helper",
+        ),
+        Example(
+            {
+                "run.py": '''import torch
+import util
+
+if __name__ == "__main__":
+    util.seed_gpus(3)
+    weights = torch.rand(10)
+''',
+                "util.py": '''import torch
+
+def seed_gpus(s):
+    torch.cuda.manual_seed_all(s)  # <-- TRP106
+''',
+            },
+            "In another module",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.cuda.manual_seed_all(0)
+    x = torch.rand(3)
+''',
+            "Both seeded",
+        ),
+        Example(
+            '''import random
+import torch
+
+if __name__ == "__main__":
+    random.seed(0)
+    torch.cuda.manual_seed(0)
+    print(random.random())
+''',
+            "No torch randomness to protect",
+        ),
+        Example(
+            '''import torch
+
+def seed_all(s):
+    torch.cuda.manual_seed_all(s)
+''',
+            "Not reachable from any program",
+        ),
+    )
+
+    def check_programs(self, context):
+        for program in context.programs:
+            facts = program.facts
+            if facts.has(Kind.SEED_TORCH) or torch_randomness(facts) is None:
+                continue
+            for occurrence in facts.of(Kind.SEED_CUDA):
+                module, ref = occurrence.site
+                message = (
+                    "`torch.cuda.manual_seed*` seeds only the GPUs; the CPU generator (module init, "
+                    "randperm, augmentations) stays random: use `torch.manual_seed`, which seeds every device"
+                )
+                anchor_module, anchor_ref = occurrence.anchor
+                yield context.report(self, module, ref, message) or context.report(
+                    self, anchor_module, anchor_ref, message
+                )

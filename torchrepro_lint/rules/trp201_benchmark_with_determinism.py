@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+from torchrepro_lint.context import describe
+from torchrepro_lint.rules.base import Example, Rule
+
+
+def _independent(a: frozenset, b: frozenset) -> bool:
+    """Two switches set under unrelated runtime conditions (`if cfg.benchmark:` / `if args.det:`)."""
+    return not (a <= b or b <= a)
+
+
+class BenchmarkWithDeterminism(Rule):
+    code = "TRP201"
+    name = "benchmark-with-determinism"
+    summary = "`cudnn.benchmark = True` in a program that claims determinism."
+    why = (
+        "With benchmark mode cuDNN times several convolution algorithms on the first batches and "
+        "keeps the fastest, which depends on timing noise, so each process may pick a different "
+        "algorithm with different rounding. The program says it wants determinism, and this "
+        "switch quietly takes it away."
+    )
+    fix_safety = "safe"
+    fix = "Set `cudnn.benchmark = False` on the path that claims determinism."
+    decisions = (
+        "Reported at the benchmark switch when, on some path of the program, it is still True at "
+        "the end while determinism is claimed. Branches exclusive with the claim (`if det: ... "
+        "else: benchmark = True`), `benchmark = not deterministic`, and a reset to False on the "
+        "claiming path are understood. Two switches set under independent runtime flags "
+        "(`if cfg.cudnn_benchmark:` and `if args.deterministic:`) are a configuration choice, not "
+        "reported. Also `cudnn.flags(benchmark=True)` and Lightning's `Trainer(benchmark=True)`."
+    )
+    hazards = (
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = True  # <-- TRP201
+''',
+            "Both switches on",
+        ),
+        Example(
+            {
+                "train.py": '''import torch
+from torch.backends import cudnn
+from utils import init_seeds
+
+def main(args):
+    cudnn.benchmark = True  # <-- TRP201
+    init_seeds(args.seed, deterministic=True)
+
+if __name__ == "__main__":
+    main(None)
+''',
+                "utils.py": '''import torch
+
+def init_seeds(seed=0, deterministic=False):
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True)
+''',
+            },
+            "Determinism enabled through a helper's keyword argument",
+        ),
+        Example(
+            '''import torch
+import torch.backends.cudnn as cudnn
+
+def main(args):
+    if torch.cuda.is_available():
+        cudnn.benchmark = True  # <-- TRP201
+    torch.use_deterministic_algorithms(True)
+
+if __name__ == "__main__":
+    main(None)
+''',
+            "Set under a condition, claim unconditional",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+
+def main(args):
+    if args.deterministic:
+        torch.backends.cudnn.deterministic = True
+    else:
+        torch.backends.cudnn.benchmark = True
+
+if __name__ == "__main__":
+    main(None)
+''',
+            "Exclusive branches",
+        ),
+        Example(
+            '''import torch
+from torch.backends import cudnn
+
+def main(args):
+    cudnn.deterministic = args.deterministic
+    cudnn.benchmark = not args.deterministic
+
+if __name__ == "__main__":
+    main(None)
+''',
+            "`benchmark = not deterministic`",
+        ),
+        Example(
+            {
+                "train.py": '''import torch
+from fastpath import Accelerated
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+''',
+                "fastpath.py": '''import torch
+
+class Accelerated:
+    def __init__(self):
+        torch.backends.cudnn.benchmark = True
+''',
+            },
+            "Imported but never instantiated",
+        ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+''',
+            "Reset to False on the claiming path",
+        ),
+        Example(
+            '''import torch
+
+def main(cfg, args):
+    if cfg.cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True)
+
+if __name__ == "__main__":
+    main(None, None)
+''',
+            "Independent runtime flags",
+        ),
+    )
+
+    def check_programs(self, context):
+        for program in context.programs:
+            runs = [program.facts.final_states] + [child.final_states for _, _, child in program.facts.spawns]
+            for states in runs:
+                for state in states:
+                    if state.claim is None or state.benchmark is None:
+                        continue
+                    if _independent(state.claim.guards, state.benchmark.guards):
+                        continue
+                    module, ref = state.benchmark.site
+                    yield context.report(
+                        self,
+                        module,
+                        ref,
+                        f"cuDNN benchmark mode is on while the program claims determinism "
+                        f"({describe(state.claim.site)}): it picks convolution algorithms by timing, "
+                        "differently in each process; set `cudnn.benchmark = False`",
+                    )

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.rules.base import Example, Rule
+
+FIXED_IN = (2, 10)
+
+
+class CublasWorkspaceConfig(Rule):
+    code = "TRP203"
+    name = "cublas-workspace-config"
+    summary = "Deterministic mode on torch < 2.10 without `CUBLAS_WORKSPACE_CONFIG` set."
+    why = (
+        "Before torch 2.10, deterministic mode made every cuBLAS call (matmul, linear layers) raise "
+        "unless `CUBLAS_WORKSPACE_CONFIG` was `:4096:8` or `:16:8`: the first forward pass fails. "
+        "The check is in 2.9.1's library and gone from 2.10.0, so only older releases are affected."
+    )
+    fix_safety = "safe"
+    fix = 'Add `os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")` at the top of the entry module.'
+    decisions = (
+        "Version-gated by `torch-version` (default: the installed torch, else the newest): silent "
+        "on 2.10 and newer. Reported at the call that enables deterministic mode when the program "
+        "never sets the variable (helpers that set it, such as `transformers.enable_full_determinism` "
+        "or Lightning's `Trainer(deterministic=True)`, count). A variable exported by a launcher "
+        "script is invisible to a linter: silence with `# noqa: TRP203` there."
+    )
+    hazards = (
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)  # <-- TRP203
+''',
+            "torch 2.9, variable never set",
+            {"torch-version": "2.9"},
+        ),
+        Example(
+            '''import torch
+
+def setup():
+    torch.set_deterministic_debug_mode("error")  # <-- TRP203
+
+if __name__ == "__main__":
+    setup()
+''',
+            "Debug mode 'error' is deterministic mode too",
+            {"torch-version": "2.8"},
+        ),
+        Example(
+            '''from accelerate.utils import set_seed
+
+if __name__ == "__main__":
+    set_seed(0, deterministic=True)  # <-- TRP203
+''',
+            "A helper that enables deterministic mode but leaves the variable alone",
+            {"torch-version": "2.9"},
+        ),
+    )
+    traps = (
+        Example(
+            '''import os
+import torch
+
+os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+''',
+            "Variable set",
+            {"torch-version": "2.9"},
+        ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+''',
+            "torch 2.10 and newer do not need it",
+            {"torch-version": "2.13"},
+        ),
+        Example(
+            '''import lightning as L
+
+if __name__ == "__main__":
+    trainer = L.Trainer(deterministic=True)
+''',
+            "Lightning sets the variable itself",
+            {"torch-version": "2.9"},
+        ),
+    )
+
+    def check_programs(self, context):
+        if context.config.torch_version >= FIXED_IN:
+            return
+        for program in context.programs:
+            facts = program.facts
+            if any(o.detail[:1] == ("CUBLAS_WORKSPACE_CONFIG",) for o in facts.of(Kind.ENV_SET)):
+                continue
+            for occurrence in facts.of(Kind.DET_MODE, Kind.DET_MODE_WARN):
+                module, ref = occurrence.site
+                major, minor = context.config.torch_version
+                yield context.report(
+                    self,
+                    module,
+                    ref,
+                    f"on torch {major}.{minor} deterministic mode makes cuBLAS calls raise unless "
+                    'CUBLAS_WORKSPACE_CONFIG is set: add `os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")` '
+                    "at the top of the entry module",
+                )

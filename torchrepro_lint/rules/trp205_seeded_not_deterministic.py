@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+from torchrepro_lint.context import describe
+from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.programs import CLAIMS
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class SeededNotDeterministic(Rule):
+    code = "TRP205"
+    name = "seeded-not-deterministic"
+    summary = "A CUDA program seeds torch but never asks for deterministic kernels."
+    why = (
+        "Seeding fixes the random numbers, not the arithmetic. On CUDA, cuDNN picks convolution "
+        "algorithms and atomics-based kernels (scatter, index_add, many backward passes) sum in "
+        "whatever order threads finish, so the same seed still gives different losses after a "
+        "few hundred steps."
+    )
+    fix_safety = "unsafe"
+    fix = (
+        "Add `torch.use_deterministic_algorithms(True)` after the seed (and "
+        "`torch.backends.cudnn.benchmark = False`). Unsafe: it can slow training down and makes "
+        "ops without a deterministic implementation raise; `warn_only=True` finds them first."
+    )
+    decisions = (
+        "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
+        "`.cuda()`, a `\"cuda\"` device (also through a variable), the nccl backend. Programs whose "
+        "device comes only from configuration are not reported."
+    )
+    hazards = (
+        Example(
+            '''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)  # <-- TRP205
+    model = nn.Conv2d(3, 8, 3).cuda()
+''',
+            "Seeded, on CUDA, no determinism",
+        ),
+        Example(
+            '''import torch
+
+def main():
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(1)  # <-- TRP205
+    x = torch.randn(4, 4).to(device)
+
+if __name__ == "__main__":
+    main()
+''',
+            "Device chosen at run time",
+        ),
+        Example(
+            {
+                "train.py": '''import torch.distributed as dist
+from seeding import seed_all
+
+if __name__ == "__main__":
+    seed_all(0)  # <-- TRP205
+    dist.init_process_group("nccl")
+''',
+                "seeding.py": '''import random
+import numpy as np
+import torch
+
+def seed_all(s):
+    random.seed(s)
+    np.random.seed(s)
+    torch.manual_seed(s)
+''',
+            },
+            "Seeding helper in another module, NCCL",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = nn.Linear(3, 3)
+''',
+            "A CPU-only program",
+        ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    x = torch.ones(3).cuda()
+''',
+            "Deterministic mode on",
+        ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.backends.cudnn.deterministic = True
+    x = torch.ones(3).cuda()
+''',
+            "Determinism claimed (TRP202 covers what is missing)",
+        ),
+    )
+
+    def check_programs(self, context):
+        for program in context.programs:
+            facts = program.facts
+            seeds = facts.of(Kind.SEED_TORCH)
+            cuda = facts.of(Kind.CUDA)
+            if not seeds or not cuda or facts.has(*CLAIMS):
+                continue
+            module, ref = seeds[0].anchor
+            yield context.report(
+                self,
+                module,
+                ref,
+                f"the program is seeded and runs on CUDA ({describe(cuda[0].site)}) but never enables "
+                "deterministic algorithms: cuDNN and atomics still vary run to run; add "
+                "`torch.use_deterministic_algorithms(True)` after the seed",
+            )

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import difflib
+
+import libcst as cst
+
+from torchrepro_lint.analysis.names import dotted
+from torchrepro_lint.findings import Severity
+from torchrepro_lint.rules.base import Example, Rule
+
+CUDNN = "torch.backends.cudnn."
+# Attributes torch.backends.cudnn really has (its module class's properties and functions).
+CUDNN_FLAGS = frozenset({"enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32", "fp32_precision", "conv", "rnn", "depthwise_kernel"})
+CUDNN_OTHER = frozenset({"version", "is_available", "is_acceptable", "set_flags", "flags", "CUDNN_TENSOR_DTYPES"})
+REBOUND_FUNCTIONS = {
+    "torch.use_deterministic_algorithms": "torch.use_deterministic_algorithms({value})",
+    "torch.set_deterministic_debug_mode": "torch.set_deterministic_debug_mode({value})",
+}
+COMPARED_SWITCHES = frozenset({CUDNN + "deterministic", CUDNN + "benchmark", CUDNN + "enabled"})
+
+
+class NoOpDeterminismSwitch(Rule):
+    code = "TRP206"
+    name = "no-op-determinism-switch"
+    summary = "A determinism switch that PyTorch silently ignores: a typo, a rebound function, a comparison."
+    why = (
+        "`torch.backends.cudnn` accepts any attribute, so `cudnn.determinstic = True` creates a new "
+        "attribute and changes nothing; `torch.use_deterministic_algorithms = True` replaces the "
+        "function instead of calling it; `cudnn.deterministic == True` compares and throws the "
+        "result away. The code reads as if determinism were on."
+    )
+    severity = Severity.ERROR
+    fix_safety = "safe"
+    fix = "Use the intended spelling or call: `cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`."
+    decisions = (
+        "Reported wherever it appears, reachable or not: it is wrong in any context. An unknown "
+        "cudnn attribute is reported with the closest real flag when one is near."
+    )
+    hazards = (
+        Example(
+            '''import torch
+
+torch.backends.cudnn.determinstic = True  # <-- TRP206
+torch.backends.cudnn.benchmarks = False  # <-- TRP206
+''',
+            "Misspelt flags",
+        ),
+        Example(
+            '''import torch
+
+torch.use_deterministic_algorithms = True  # <-- TRP206
+''',
+            "Rebinding the function",
+        ),
+        Example(
+            '''from torch.backends import cudnn
+
+def setup():
+    cudnn.deterministic == True  # <-- TRP206
+''',
+            "A comparison as a statement",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.backends.cudnn.allow_tf32 = False
+''',
+            "Real flags",
+        ),
+        Example(
+            '''import torch
+
+assert torch.backends.cudnn.deterministic == True
+ok = torch.backends.cudnn.benchmark == False
+''',
+            "Comparisons whose result is used",
+        ),
+        Example(
+            '''class Settings:
+    pass
+
+cudnn = Settings()
+cudnn.determinstic = True
+''',
+            "A user object that happens to be called cudnn",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        for node in index.parents:
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    message = self._assignment_problem(index, target, node)
+                    if message:
+                        yield context.report(self, module, node, message)
+            elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Comparison):
+                comparison = node.value
+                if len(comparison.comparisons) == 1 and isinstance(comparison.comparisons[0].operator, cst.Equal):
+                    left = index.resolve(comparison.left, node) if isinstance(comparison.left, (cst.Name, cst.Attribute)) else None
+                    if left in COMPARED_SWITCHES:
+                        text = dotted(comparison.left)
+                        yield context.report(
+                            self, module, node,
+                            f"`{text} == ...` compares and discards the result, so the flag is unchanged; use `=`",
+                        )
+
+    def _assignment_problem(self, index, target, at) -> str | None:
+        if not isinstance(target, (cst.Attribute, cst.Name)):
+            return None
+        qualname = index.resolve(target, at) if isinstance(target, cst.Attribute) else None
+        if qualname is None:
+            return None
+        if qualname in REBOUND_FUNCTIONS:
+            return (
+                f"this replaces `{qualname}` with a value instead of calling it, so determinism is never "
+                f"enabled; call `{REBOUND_FUNCTIONS[qualname].format(value='True')}`"
+            )
+        if qualname.startswith(CUDNN) and qualname.count(".") == 3:
+            attribute = qualname[len(CUDNN):]
+            if attribute in CUDNN_FLAGS or attribute in CUDNN_OTHER:
+                return None
+            close = difflib.get_close_matches(attribute, sorted(CUDNN_FLAGS), n=1, cutoff=0.7)
+            hint = f"; did you mean `cudnn.{close[0]}`?" if close else ""
+            return (
+                f"`cudnn.{attribute}` is not a cuDNN flag: PyTorch accepts the assignment and ignores "
+                f"it{hint}"
+            )
+        return None

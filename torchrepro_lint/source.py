@@ -1,0 +1,101 @@
+"""One Python source file: read and decoded once, parsed once, positions on demand."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+
+class SourceError(Exception):
+    """A file that cannot be linted: unreadable, undecodable. The message names the problem."""
+
+
+def read_source(path: Path) -> str:
+    """Read a file honouring its PEP 263 coding cookie, with universal newlines kept as-is."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(f"cannot read file: {exc.strerror or exc}") from None
+    return decode_source(raw)
+
+
+def decode_source(raw: bytes) -> str:
+    if b"\x00" in raw[:8192]:
+        raise SourceError("not a text file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+    except SyntaxError as exc:
+        raise SourceError(f"bad encoding declaration: {exc}") from None
+    try:
+        return raw.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise SourceError(f"cannot decode as {encoding}: {exc}") from None
+
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+_FILE_NOQA = re.compile(
+    r"^\s*#\s*torchrepro-lint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+ALL_CODES = ()  # marker: a bare noqa suppresses every code
+
+
+def _codes(match: re.Match) -> tuple[str, ...]:
+    codes = match.group("codes")
+    if not codes:
+        return ALL_CODES
+    return tuple(c.strip().upper() for c in codes.split(","))
+
+
+def _suppressed(code: str, codes: tuple[str, ...]) -> bool:
+    # A listed code suppresses itself and every code it prefixes (`TRP2` covers TRP201..TRP206).
+    return codes == ALL_CODES or any(code.startswith(c) for c in codes)
+
+
+@dataclass
+class SourceFile:
+    path: Path  # as given or discovered; used for display
+    text: str
+
+    @cached_property
+    def module(self) -> cst.Module:
+        """Parse once. Raises libcst.ParserSyntaxError for invalid code."""
+        return cst.parse_module(self.text)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    @cached_property
+    def _positions(self):
+        # Computing positions costs about as much as parsing, so only files with findings pay.
+        # unsafe_skip_copy keeps node identity, which our indexes rely on.
+        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    def span(self, node: cst.CSTNode | None) -> tuple[int, int, int, int]:
+        """1-based (row, column, end_row, end_column) of a node; line 1 for the whole file."""
+        if node is None:
+            return (1, 1, 1, 1)
+        rng = self._positions[node]
+        return (rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+
+    def is_suppressed(self, code: str, row: int) -> bool:
+        """`# noqa[: CODES]` on the reported line, or `# torchrepro-lint: noqa[: CODES]` anywhere."""
+        if "noqa" not in self.text:
+            return False
+        for match in _FILE_NOQA.finditer(self.text):
+            if _suppressed(code, _codes(match)):
+                return True
+        if 1 <= row <= len(self.lines):
+            match = _NOQA.search(self.lines[row - 1])
+            if match and _suppressed(code, _codes(match)):
+                return True
+        return False
