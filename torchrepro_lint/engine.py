@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import traceback
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -81,7 +82,7 @@ def lint_sources(sources, config: Config, errors: list[str] | None = None) -> Li
         except SourceError as exc:
             result.errors.append(f"{path.as_posix()}: {exc}")
         except cst.ParserSyntaxError as exc:
-            parse_failures.append(_parse_error(path, exc))
+            parse_failures.append(_parse_error(path, source.text, exc))
         except RecursionError:
             parse_failures.append(Finding(PARSE_ERROR, "file is too deeply nested to parse", Severity.ERROR, path.as_posix(), 1, 1, 1, 1))
 
@@ -135,10 +136,23 @@ def _per_file_ignored(finding: Finding, config: Config) -> bool:
     return False
 
 
-def _parse_error(path: Path, exc: cst.ParserSyntaxError) -> Finding:
-    row, column = exc.raw_line, exc.raw_column + 1
-    message = f"file does not parse: {exc.message.strip().splitlines()[0]}"
+def _parse_error(path: Path, text: str, exc: cst.ParserSyntaxError) -> Finding:
+    """TRP000 with CPython's own message and position, which are more precise than LibCST's."""
+    try:
+        compile(text, str(path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        row, column = error.lineno or 1, max(error.offset or 1, 1)
+        message = f"file does not parse: {error.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        row, column, message = exc.raw_line, exc.raw_column + 1, f"file does not parse: {_first_line(exc.message)}"
+    else:  # valid Python that LibCST does not support (yet)
+        row, column = exc.raw_line, exc.raw_column + 1
+        message = f"LibCST cannot parse this file ({_first_line(exc.message)}); it was not checked"
     return Finding(PARSE_ERROR, message, Severity.ERROR, path.as_posix(), row, column, row, column)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "syntax error"
 
 
 def _last_line(text: str) -> str:

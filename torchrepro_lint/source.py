@@ -32,7 +32,10 @@ def decode_source(raw: bytes) -> str:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
     except SyntaxError as exc:
-        raise SourceError(f"bad encoding declaration: {exc}") from None
+        if "missing encoding declaration" in str(exc):
+            encoding = "utf-8"  # no cookie, and not UTF-8: the decode below says where it fails
+        else:
+            raise SourceError(f"bad encoding declaration: {exc}") from None
     try:
         return raw.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:

@@ -43,6 +43,9 @@ EXTERNAL_ROOTS = frozenset(
     "warnings copy pickle glob io abc dataclasses enum contextlib inspect uuid secrets hashlib "
     "tqdm wandb yaml PIL cv2 pandas scipy sklearn matplotlib torchvision".split()
 )
+TRACING_CALLS = frozenset(
+    {"torch.jit.trace", "torch.jit.trace_module", "torch.onnx.export", "torch.export.export", "torch.fx.symbolic_trace"}
+)
 SEED_CALLS = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 
 
@@ -272,10 +275,10 @@ class Lowering:
                 if arg is not None:
                     effect(kind, self.value(arg))
         elif q in TORCH_DRAWS:
-            if not self._feeds_seed(node, site.statement):
+            if not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
                 effect(Kind.DRAW, detail=targets)
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
-            effect(Kind.MODULE_INIT)
+            effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
         elif q in DEFERRED_RANDOMNESS or _is_random_transform(q):
             effect(Kind.RANDOMNESS)
         elif q == "torch.utils.data.DataLoader":
@@ -310,7 +313,7 @@ class Lowering:
         elif q in CHECKPOINT_CALLS:
             effect(Kind.CHECKPOINT)
         elif q and q.startswith("torch.optim.") and q.rsplit(".", 1)[1][:1].isupper():
-            effect(Kind.TRAINING)
+            effect(Kind.TRAINING, detail=("optimizer",))
         elif q in ("os.environ.setdefault", "os.putenv"):
             key = _literal(_arg(node, 0, "key"))
             if isinstance(key, str):
@@ -409,6 +412,17 @@ class Lowering:
                     return True
         return False
 
+    def _only_traced(self, names: tuple[str, ...], draw: CallSite) -> bool:
+        """An example input drawn only to trace or export a model: its values shape nothing."""
+        if not names or not self.index.calls_to(*TRACING_CALLS):
+            return False
+        uses = [
+            site for site in self.index.calls
+            if site.scope is draw.scope and site is not draw
+            and any(_mentions(arg.value, name) for arg in site.node.args for name in names)
+        ]
+        return bool(uses) and all(site.qualname in TRACING_CALLS for site in uses)
+
     def _mentions_cuda(self, expr: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
         """"cuda" literals, torch.cuda.is_available(), or a variable assigned from one."""
         if expr is None or depth > 3:
@@ -447,6 +461,9 @@ class Lowering:
             comparison = expr.comparisons[0]
             if _is_none(comparison.comparator) and isinstance(comparison.operator, (cst.Is, cst.IsNot)):
                 return ir.IsNone(self.value(expr.left), isinstance(comparison.operator, cst.IsNot))
+        if isinstance(expr, cst.BooleanOperation):
+            op = "and" if isinstance(expr.operator, cst.And) else "or"
+            return ir.BoolOp(op, (self.value(expr.left), self.value(expr.right)), self.index.module.code_for_node(expr))
         return ir.Opaque(dotted(expr) or self.index.module.code_for_node(expr))
 
 
@@ -527,6 +544,19 @@ def _is_random_transform(q: str | None) -> bool:
         return False
     name = q.rsplit(".", 1)[1]
     return name.startswith("Random") or name in RANDOM_TRANSFORMS
+
+
+def _loads_pretrained(call: cst.Call) -> bool:
+    """`resnet50(weights=...)` / `pretrained=True`: the weights come from a checkpoint."""
+    weights = _arg(call, None, "weights")
+    pretrained = _arg(call, None, "pretrained")
+    return (weights is not None and not _is_none(weights)) or (pretrained is not None and not _is_false(pretrained) and not _is_none(pretrained))
+
+
+def _mentions(expr: cst.CSTNode, name: str) -> bool:
+    if isinstance(expr, cst.Name):
+        return expr.value == name
+    return any(_mentions(child, name) for child in expr.children)
 
 
 def _names_in(expr: cst.CSTNode):

@@ -384,6 +384,19 @@ class Interpreter:
             if isinstance(inner, ir.Const):
                 return ir.Const((inner.value is None) != value.negated)
             return ir.IsNone(inner, value.negated)
+        if isinstance(value, ir.BoolOp):
+            # `deterministic and check_version(...)`: decided by a literal operand, else the rest.
+            deciding = value.op == "or"  # the truth value that decides the whole expression
+            rest = []
+            for operand in (self.evaluate(o, frame) for o in value.operands):
+                if isinstance(operand, ir.Const):
+                    if bool(operand.value) == deciding:
+                        return ir.Const(deciding)
+                    continue
+                rest.append(operand)
+            if not rest:
+                return ir.Const(not deciding)
+            return rest[0] if len(rest) == 1 else ir.Opaque(value.text)
         return value
 
 

@@ -35,13 +35,22 @@ class IsNone:
 
 
 @dataclass(frozen=True)
+class BoolOp:
+    """`a and b` / `a or b`: decided when the operands are, else opaque as `text`."""
+
+    op: str  # "and" | "or"
+    operands: tuple["Value", ...]
+    text: str
+
+
+@dataclass(frozen=True)
 class Opaque:
     """A runtime value. Equal keys (the same source text) are taken to be the same value."""
 
     key: str
 
 
-Value = Union[Const, Var, Not, IsNone, Opaque]
+Value = Union[Const, Var, Not, IsNone, BoolOp, Opaque]
 UNKNOWN = Opaque("")  # a runtime value that correlates with nothing
 TRUE = Const(True)
 

@@ -20,6 +20,7 @@ class Program:
     anchor_ref: int | None  # the `__main__` guard; None: line 1 of the file
     facts: Facts
     function: str | None = None  # console-script target function
+    imported: bool = False  # the entry module is also imported by project code (a library)
 
     @property
     def name(self) -> str:
@@ -28,16 +29,14 @@ class Program:
 
 def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None) -> list[Program]:
     programs: list[Program] = []
-    imported = None
+    imported = project.imported_by_project()
     for module in project.linted_modules:
         guard = module.ir.main_guard
         if guard is not None or module.is_dunder_main:
             kind = "main-guard" if guard is not None else "dunder-main"
             facts = Interpreter(project, module).run_module(with_guard=True)
-            programs.append(Program(module, kind, guard[0] if guard else None, facts))
+            programs.append(Program(module, kind, guard[0] if guard else None, facts, imported=module.path in imported))
         elif module.ir.has_top_level_work:
-            if imported is None:
-                imported = project.imported_by_project()
             if module.path not in imported:
                 facts = Interpreter(project, module).run_module(with_guard=False)
                 programs.append(Program(module, "script", None, facts))

@@ -27,8 +27,11 @@ class MissingSeed(Rule):
         "Reported once per program at its `__main__` guard (line 1 for a guard-less script). "
         "A program that seeds only `random`/NumPy but not torch gets TRP101 (torch is what is "
         "missing), never TRP102 as well. A program that seeds only with `torch.cuda.manual_seed*` "
-        "gets TRP106 instead. Building modules does not count as randomness when the program "
-        "only evaluates loaded weights (a checkpoint or `from_pretrained`, and no training)."
+        "gets TRP106 instead. The `__main__` block of a module that project code imports (a model "
+        "file's smoke test) is only reported when it builds an optimizer. Building modules does not count as "
+        "randomness when the program only evaluates loaded weights (a checkpoint, `from_pretrained`, "
+        "torchvision `weights=`, and no training), and a tensor drawn only as the example input of "
+        "`torch.jit.trace`/`torch.onnx.export` is not a draw that shapes any result."
     )
     hazards = (
         Example(
@@ -156,6 +159,8 @@ class Head(nn.Module):
             facts = program.facts
             if facts.truncated or facts.has(Kind.SEED_TORCH, Kind.SEED_CUDA):
                 continue
+            if program.imported and not any(o.detail == ("optimizer",) for o in facts.of(Kind.TRAINING)):
+                continue  # a library module's `__main__` smoke test, not a training program
             first = torch_randomness(facts)
             if first is None:
                 continue

@@ -1,0 +1,276 @@
+"""The program model on cross-file cases: imports, entry points, helpers, branches, spawn."""
+
+from __future__ import annotations
+
+from conftest import reported
+
+
+def codes(result, root):
+    return {(name, row, code) for name, row, code in reported(result, root)}
+
+
+# -- regression tests from trying the linter on real repositories ------------------------
+def test_model_file_smoke_test_is_not_a_training_program(lint):
+    files = {
+        "run.py": "import torch\nfrom nets.tiny import TinyNet\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n    TinyNet()\n",
+        "nets/__init__.py": "",
+        "nets/tiny.py": (
+            "import torch\nimport torch.nn as nn\n\nclass TinyNet(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.conv = nn.Conv2d(1, 2, 3)\n\n"
+            "if __name__ == '__main__':\n    out = TinyNet()(torch.randn(1, 1, 8, 8))\n    print(out.shape)\n"
+        ),
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_same_smoke_test_in_an_unimported_script_is_reported(lint):
+    files = {
+        "probe.py": (
+            "import torch\nimport torch.nn as nn\n\nif __name__ == '__main__':\n"
+            "    print(nn.Conv2d(1, 2, 3)(torch.randn(1, 1, 8, 8)).sum())\n"
+        )
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("probe.py", 4, "TRP101")}
+
+
+def test_imported_module_that_trains_in_its_main_block_is_reported(lint):
+    files = {
+        "app.py": "import trainer\n",
+        "trainer.py": (
+            "import torch\nimport torch.nn as nn\n\nif __name__ == '__main__':\n    net = nn.Linear(2, 2)\n"
+            "    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+        ),
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("trainer.py", 4, "TRP101")}
+
+
+def test_example_input_for_tracing_and_pretrained_weights_are_not_randomness(lint):
+    source = (
+        "import torch\nimport torchvision\n\nbackbone = torchvision.models.resnet50(weights='DEFAULT')\n"
+        "dummy = torch.randn(1, 3, 224, 224)\ntorch.onnx.export(backbone, dummy, 'r50.onnx')\n"
+    )
+    assert reported(lint({"export.py": source}, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_a_draw_used_beyond_tracing_still_counts(lint):
+    source = (
+        "import torch\n\nnoise = torch.randn(4)\ntraced = torch.jit.trace(torch.nn.Identity(), noise)\n"
+        "print(noise.sum())\n"
+    )
+    assert reported(lint({"gen.py": source}, {"select": ["TRP101"]}), lint.root) == {("gen.py", 1, "TRP101")}
+
+
+def test_helper_condition_with_and_is_decided_by_the_literal_keyword(lint):
+    helper = (
+        "import torch\n\ndef init_seeds(seed=0, deterministic=False):\n    torch.manual_seed(seed)\n"
+        "    if deterministic and torch.__version__ >= '1.12':\n        torch.use_deterministic_algorithms(True)\n"
+    )
+    on = {"utils.py": helper, "train.py": "from utils import init_seeds\n\nif __name__ == '__main__':\n    init_seeds(1, deterministic=True)\n    x = torch.ones(1).cuda()\n"}
+    assert reported(lint(on, {"select": ["TRP205"]}), lint.root) == set()
+
+
+def test_helper_condition_with_and_false_keyword_claims_nothing(tmp_path):
+    from conftest import lint_project
+
+    helper = (
+        "import torch\n\ndef init_seeds(seed=0, deterministic=False):\n    torch.manual_seed(seed)\n"
+        "    if deterministic and torch.__version__ >= '1.12':\n        torch.use_deterministic_algorithms(True)\n"
+    )
+    off = {"utils.py": helper, "train.py": "import torch\nfrom utils import init_seeds\n\nif __name__ == '__main__':\n    init_seeds(1)\n    x = torch.ones(1).cuda()\n"}
+    result = lint_project(tmp_path, off, {"select": ["TRP205"]})
+    assert reported(result, tmp_path) == {("train.py", 5, "TRP205")}
+
+
+# -- imports and entry points ---------------------------------------------------------------
+SEEDING_PACKAGE = {
+    "proj/__init__.py": "",
+    "proj/seeding.py": "import torch\n\ndef fix_seed(s):\n    torch.manual_seed(s)\n",
+    "proj/cli.py": "import torch.nn as nn\nfrom .seeding import fix_seed\n\ndef main():\n    fix_seed(0)\n    nn.Linear(2, 2)\n",
+}
+
+
+def test_relative_import_inside_a_package_is_followed(lint):
+    files = {**SEEDING_PACKAGE, "proj/__main__.py": "from .cli import main\n\nmain()\n"}
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_dunder_main_without_seed_is_a_program(lint):
+    files = {**SEEDING_PACKAGE, "proj/__main__.py": "import torch.nn as nn\n\nnn.Linear(3, 3)\n"}
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("proj/__main__.py", 1, "TRP101")}
+
+
+def test_console_script_target_is_an_entry_point(lint):
+    from torchrepro_lint.config import load_config
+    from torchrepro_lint.engine import lint_paths
+
+    files = {"proj/__init__.py": "", "proj/tool.py": "import torch\n\ndef run():\n    return torch.rand(3)\n"}
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()  # no script declared: a library
+    lint.root.joinpath("pyproject.toml").write_text(
+        '[project]\nname = "fixture"\n\n[project.scripts]\ntool = "proj.tool:run"\n\n'
+        '[tool.torchrepro-lint]\nselect = ["TRP101"]\n'
+    )
+    result = lint_paths([lint.root], load_config([lint.root]))
+    assert reported(result, lint.root) == {("proj/tool.py", 3, "TRP101")}
+
+
+def test_script_imports_a_sibling_module_as_python_train_py_allows(lint):
+    files = {
+        "scripts/train.py": "import torch.nn as nn\nimport helpers\n\nif __name__ == '__main__':\n    helpers.seed(3)\n    nn.Linear(1, 1)\n",
+        "scripts/helpers.py": "import torch\n\ndef seed(s):\n    torch.manual_seed(s)\n",
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_main_block_of_an_imported_module_is_not_part_of_the_importer(lint):
+    files = {
+        "train.py": "import torch\nimport torch.nn as nn\nimport tools\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n    nn.Linear(2, 2).cuda()\n",
+        "tools.py": "import torch\n\nif __name__ == '__main__':\n    torch.use_deterministic_algorithms(True)\n",
+    }
+    # tools' guard does not run when imported, so train.py never claims determinism.
+    assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == {("train.py", 6, "TRP205")}
+
+
+def test_module_level_code_of_an_imported_module_is_part_of_the_program(lint):
+    files = {
+        "train.py": "import torch\nimport torch.nn as nn\nimport setup_env\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n    nn.Linear(2, 2).cuda()\n",
+        "setup_env.py": "import torch\n\ntorch.use_deterministic_algorithms(True)\n",
+    }
+    assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == set()
+
+
+def test_guardless_script_imported_by_another_module_is_a_library(lint):
+    files = {
+        "common.py": "import torch\n\nTABLE = torch.rand(3)\n",
+        "use.py": "import common\n\ndef f():\n    return common.TABLE\n",
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()
+
+
+# -- calls: methods, instances, aliases, shadowing -----------------------------------------
+def test_methods_instances_and_super_are_followed(lint):
+    source = """import torch
+import torch.nn as nn
+
+class Base:
+    def __init__(self):
+        self.prepare()
+
+    def prepare(self):
+        torch.manual_seed(0)
+
+class Runner(Base):
+    def __init__(self):
+        super().__init__()
+
+    def fit(self):
+        return nn.Linear(2, 2)
+
+if __name__ == "__main__":
+    runner = Runner()
+    runner.fit()
+"""
+    assert reported(lint({"main.py": source}, {"select": ["TRP101", "TRP105"]}), lint.root) == set()
+
+
+def test_aliases_resolve_and_user_functions_named_like_torch_do_not(lint):
+    source = """import torch as T
+import numpy as np
+npr = np.random
+
+def manual_seed(x):
+    pass
+
+if __name__ == "__main__":
+    manual_seed(0)
+    T.manual_seed(1)
+    npr.rand(3)
+"""
+    # T.manual_seed is torch's; npr.rand draws from NumPy's global generator, never seeded.
+    assert reported(lint({"main.py": source}, {"select": ["TRP101", "TRP102"]}), lint.root) == {("main.py", 10, "TRP102")}
+
+
+def test_a_user_function_called_manual_seed_does_not_seed(lint):
+    source = "import torch.nn as nn\n\ndef manual_seed(x):\n    pass\n\nif __name__ == '__main__':\n    manual_seed(0)\n    nn.Linear(1, 1)\n"
+    assert reported(lint({"main.py": source}, {"select": ["TRP101"]}), lint.root) == {("main.py", 6, "TRP101")}
+
+
+def test_conditional_seeding_counts(lint):
+    source = "import torch\nimport torch.nn as nn\n\ndef main(args):\n    if args.seed is not None:\n        torch.manual_seed(args.seed)\n    nn.Linear(2, 2)\n\nif __name__ == '__main__':\n    main(None)\n"
+    assert reported(lint({"main.py": source}, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_correlated_conditions_across_statements(lint):
+    source = """import torch
+
+def main(args):
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True)
+    if not args.deterministic:
+        torch.backends.cudnn.benchmark = True
+
+if __name__ == "__main__":
+    main(None)
+"""
+    assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == set()
+
+
+def test_early_return_in_a_helper_keeps_the_other_path(lint):
+    source = """import torch
+import torch.nn as nn
+
+def seed_all(seed):
+    if seed is None:
+        return
+    torch.manual_seed(seed)
+
+if __name__ == "__main__":
+    seed_all(3)
+    nn.Linear(2, 2)
+"""
+    assert reported(lint({"main.py": source}, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_recursion_does_not_hang(lint):
+    source = "import torch\n\ndef a(n):\n    return b(n)\n\ndef b(n):\n    return a(n)\n\nif __name__ == '__main__':\n    a(1)\n    torch.rand(1)\n"
+    assert reported(lint({"main.py": source}, {"select": ["TRP101"]}), lint.root) == {("main.py", 9, "TRP101")}
+
+
+def test_callback_that_seeds_counts_but_not_for_ordering(lint):
+    source = """import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+def seed_worker(worker_id):
+    np.random.seed(torch.initial_seed() % 2**32)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    loader = DataLoader(range(8), num_workers=2, worker_init_fn=seed_worker)
+    np.random.rand(2)
+"""
+    assert reported(lint({"main.py": source}, {"select": ["TRP102", "TRP105"]}), lint.root) == set()
+
+
+def test_spawn_target_seeding_counts_for_the_program(lint):
+    source = """import torch
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+def worker(rank):
+    torch.manual_seed(rank)
+    nn.Linear(2, 2)
+
+if __name__ == "__main__":
+    mp.spawn(worker, nprocs=2)
+"""
+    assert reported(lint({"main.py": source}, {"select": ["TRP101", "TRP107"]}), lint.root) == set()
+
+
+def test_findings_in_a_helper_shared_by_two_programs_are_reported_once(lint):
+    files = {
+        "a.py": "import flags\n\nif __name__ == '__main__':\n    flags.setup()\n",
+        "b.py": "import flags\n\nif __name__ == '__main__':\n    flags.setup()\n",
+        "flags.py": "import os\n\ndef setup():\n    os.environ['PYTHONHASHSEED'] = '0'\n",
+    }
+    result = lint(files, {"select": ["TRP204"]})
+    assert [(f.code, f.row) for f in result.findings] == [("TRP204", 4)]

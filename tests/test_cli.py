@@ -1,0 +1,187 @@
+"""The command line as users meet it: output formats, selection, suppression, bad input, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import write_project
+from torchrepro_lint import __version__
+from torchrepro_lint.cli import main
+
+UNSEEDED = "import torch\n\nif __name__ == '__main__':\n    torch.rand(3)\n"
+SEEDED = "import torch\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n    torch.rand(3)\n"
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {"bad.py": UNSEEDED, "good.py": SEEDED})
+    return tmp_path
+
+
+def test_text_output_and_exit_code(project, capsys):
+    code, out, _ = run(capsys, "check")
+    assert code == 1
+    assert out.splitlines()[0].startswith("bad.py:3:1: TRP101 warning: program never seeds torch")
+    assert out.splitlines()[-1] == "Found 1 finding (1 warning) in 2 files."
+
+
+def test_clean_run_exits_zero(project, capsys):
+    code, out, _ = run(capsys, "check", "good.py")
+    assert code == 0 and out == "No reproducibility hazards found in 1 file.\n"
+
+
+def test_json_output_has_ruffs_shape(project, capsys):
+    code, out, _ = run(capsys, "check", "--output-format", "json")
+    data = json.loads(out)
+    assert code == 1 and len(data) == 1
+    item = data[0]
+    assert set(item) == {"code", "message", "severity", "filename", "location", "end_location", "fix", "url", "noqa_row"}
+    assert item["code"] == "TRP101" and item["severity"] == "warning" and item["filename"] == "bad.py"
+    assert item["location"] == {"row": 3, "column": 1} and item["noqa_row"] == 3 and item["fix"] is None
+    assert item["url"].endswith("/rules/TRP101.md")
+
+
+def test_select_ignore_extend_select(project, capsys):
+    assert run(capsys, "check", "--select", "TRP2")[0] == 0
+    assert run(capsys, "check", "--ignore", "TRP1")[0] == 0
+    assert run(capsys, "check", "--select", "TRP2", "--extend-select", "TRP101")[0] == 1
+    assert run(capsys, "check", "--select", "TRP1", "--ignore", "TRP101")[0] == 0
+    assert run(capsys, "check", "--select", "TRP101", "--ignore", "TRP1")[0] == 1  # the more specific wins
+
+
+def test_exit_zero_and_quiet(project, capsys):
+    code, out, _ = run(capsys, "check", "--exit-zero", "--quiet")
+    assert code == 0 and len(out.splitlines()) == 1 and "TRP101" in out
+
+
+def test_noqa_on_the_line_and_for_the_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    line = UNSEEDED.replace("'__main__':", "'__main__':  # noqa: TRP1")
+    other = UNSEEDED.replace("'__main__':", "'__main__':  # noqa: TRP2")
+    whole = "# torchrepro-lint: noqa\n" + UNSEEDED
+    write_project(tmp_path, {"a.py": line, "b.py": other, "c.py": whole})
+    code, out, _ = run(capsys, "check", "--quiet")
+    assert [l.split(":")[0] for l in out.splitlines()] == ["b.py"]
+
+
+def test_config_select_per_file_ignores_and_exclude(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_project(
+        tmp_path,
+        {"scripts/a.py": UNSEEDED, "scripts/b.py": UNSEEDED, "vendor/c.py": UNSEEDED},
+        {"extend-exclude": ["vendor"], "per-file-ignores": {"scripts/b.py": ["TRP101"]}},
+    )
+    code, out, _ = run(capsys, "check", "--quiet")
+    assert [l.split(":")[0] for l in out.splitlines()] == ["scripts/a.py"]
+
+
+def test_files_named_explicitly_are_linted_unless_force_exclude(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {"vendor/c.py": UNSEEDED}, {"extend-exclude": ["vendor"]})
+    assert run(capsys, "check", "vendor/c.py")[0] == 1
+    assert run(capsys, "check", "--force-exclude", "vendor/c.py")[0] == 0
+
+
+# -- bad input: a clear message naming the file, the rest still linted, a distinct exit code ---
+def test_syntax_error_is_trp000_and_others_are_still_linted(project, capsys):
+    (project / "broken.py").write_text("def f(:\n    pass\n")
+    code, out, err = run(capsys, "check", "--quiet")
+    lines = out.splitlines()
+    assert "broken.py:1:7: TRP000 error: file does not parse: invalid syntax" in lines
+    assert any(l.startswith("bad.py:3:1: TRP101") for l in lines)
+    assert code == 1 and err == ""
+
+
+def test_binary_and_undecodable_files_are_errors(project, capsys):
+    (project / "blob.py").write_bytes(b"\x00\x01\x02binary")
+    (project / "latin.py").write_bytes(b"name = '\xe9t\xe9'\n")
+    code, out, err = run(capsys, "check", "--quiet")
+    assert code == 2
+    assert "torchrepro-lint: error: blob.py: not a text file (contains NUL bytes)" in err
+    assert "torchrepro-lint: error: latin.py: cannot decode as utf-8" in err
+    assert "bad.py:3:1: TRP101" in out  # the rest is still linted
+    assert "Traceback" not in err
+
+
+def test_coding_cookie_is_honoured(project, capsys):
+    (project / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9t\xe9'\n")
+    code, _, err = run(capsys, "check", "latin.py")
+    assert code == 0 and err == ""
+
+
+def test_missing_path_is_an_error_but_other_paths_are_linted(project, capsys):
+    code, out, err = run(capsys, "check", "nowhere.py", "bad.py")
+    assert code == 2
+    assert err.strip() == "torchrepro-lint: error: nowhere.py: no such file or directory"
+    assert out.startswith("bad.py:3:1: TRP101")
+
+
+@pytest.mark.parametrize(
+    "table,expected",
+    [
+        ("[tool.torchrepro-lint\nselect = 1", "invalid TOML"),
+        ('[tool.torchrepro-lint]\nselct = ["TRP1"]', "unknown key 'tool.torchrepro-lint.selct'"),
+        ('[tool.torchrepro-lint]\nselect = "TRP1"', "'tool.torchrepro-lint.select' must be a list of str"),
+        ('[tool.torchrepro-lint]\ntorch-version = "latest"', "'tool.torchrepro-lint.torch-version' must look like"),
+        ("[tool.torchrepro-lint]\nseed = true", "'tool.torchrepro-lint.seed' must be a int"),
+    ],
+)
+def test_broken_pyproject_is_a_clear_error(tmp_path, monkeypatch, capsys, table, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(table + "\n")
+    (tmp_path / "x.py").write_text(UNSEEDED)
+    code, out, err = run(capsys, "check")
+    assert code == 2 and out == ""
+    assert err.startswith(f"torchrepro-lint: error: {tmp_path / 'pyproject.toml'}: ")
+    assert expected in err
+
+
+def test_explicit_config_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {"x.py": UNSEEDED})
+    other = tmp_path / "alt.toml"
+    other.write_text('[tool.torchrepro-lint]\nignore = ["TRP101"]\n')
+    assert run(capsys, "check", "--config", str(other))[0] == 0
+    assert run(capsys, "check", "--config", "missing.toml")[0] == 2
+
+
+def test_stdin_with_a_filename(project, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(UNSEEDED.encode())))
+    code, out, _ = run(capsys, "check", "--stdin-filename", "buffer.py", "-")
+    assert code == 1 and out.startswith("buffer.py:3:1: TRP101")
+
+
+def test_version_rules_and_rule_pages(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"torchrepro-lint {__version__}"
+    code, out, _ = run(capsys, "rules")
+    assert code == 0 and "TRP201  benchmark-with-determinism" in out
+    code, out, _ = run(capsys, "rule", "trp201")
+    assert code == 0 and out.startswith("# TRP201: benchmark-with-determinism")
+    assert run(capsys, "rule", "TRP999")[0] == 2
+
+
+def test_usage_error_exits_two(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--output-format", "xml"])
+    assert exc.value.code == 2
+
+
+def test_module_entry_point_runs(project):
+    proc = subprocess.run([sys.executable, "-m", "torchrepro_lint", "check", "bad.py"], capture_output=True, text=True, cwd=project)
+    assert proc.returncode == 1 and "TRP101" in proc.stdout
