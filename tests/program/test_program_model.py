@@ -274,3 +274,35 @@ def test_findings_in_a_helper_shared_by_two_programs_are_reported_once(lint):
     }
     result = lint(files, {"select": ["TRP204"]})
     assert [(f.code, f.row) for f in result.findings] == [("TRP204", 4)]
+
+
+def test_tuple_assignment_of_switches_under_a_conditional_expression(lint):
+    source = """import torch
+from torch.backends import cudnn
+
+def init_seeds(seed=0):
+    torch.manual_seed(seed)
+    cudnn.benchmark, cudnn.deterministic = (False, True) if seed == 0 else (True, False)
+
+if __name__ == "__main__":
+    init_seeds(3)
+"""
+    # benchmark is True exactly when deterministic is False: never both.
+    assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == set()
+
+
+def test_tuple_assignment_setting_both_switches_is_reported(lint):
+    source = "import torch.backends.cudnn as cudnn\n\nif __name__ == '__main__':\n    cudnn.benchmark, cudnn.deterministic = True, True\n"
+    assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == {("main.py", 4, "TRP201")}
+
+
+def test_framework_helper_that_resets_benchmark(lint):
+    source = """import torch
+from mmengine.runner import set_random_seed
+
+if __name__ == "__main__":
+    torch.backends.cudnn.benchmark = True
+    set_random_seed(0, deterministic=True)
+"""
+    # mmengine sets benchmark = False when it turns determinism on.
+    assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == set()

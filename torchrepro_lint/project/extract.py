@@ -198,19 +198,27 @@ class Lowering:
     def assignment(self, node: cst.Assign | cst.AnnAssign) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-        for target in targets:
+        pairs = [(target, node.value) for target in targets]
+        for target, value in list(pairs):
+            if isinstance(target, (cst.Tuple, cst.List)):
+                # `cudnn.benchmark, cudnn.deterministic = (False, True) if seed == 0 else (True, False)`
+                pairs.remove((target, value))
+                for position, element in enumerate(target.elements):
+                    part = _element(value, position, len(target.elements))
+                    if part is not None:
+                        pairs.append((element.value, part))
+        for target, value in pairs:
             if isinstance(target, cst.Attribute):
                 qualname = self.index.resolve(target)
                 if qualname == CUDNN + ".benchmark":
-                    out.append(ir.Effect(Kind.BENCHMARK, self.ref(node), self.value(node.value)))
+                    out.append(ir.Effect(Kind.BENCHMARK, self.ref(node), self.value(value)))
                 elif qualname == CUDNN + ".deterministic":
-                    out.append(ir.Effect(Kind.CUDNN_DETERMINISTIC, self.ref(node), self.value(node.value)))
+                    out.append(ir.Effect(Kind.CUDNN_DETERMINISTIC, self.ref(node), self.value(value)))
             elif isinstance(target, cst.Subscript) and self.index.resolve(target.value) == "os.environ":
                 key = _subscript_string(target)
                 if key:
                     out.append(ir.Effect(Kind.ENV_SET, self.ref(node), detail=(key,)))
             elif isinstance(target, cst.Name):
-                value = node.value
                 if isinstance(value, cst.Call):
                     callee = self.index.resolve(value.func)
                     if callee and (callee.startswith(LOCAL) or _root(callee) not in EXTERNAL_ROOTS):
@@ -387,6 +395,8 @@ class Lowering:
             out.append(ir.Effect(Kind.CLAIM, ref, value))
         if helper.sets_cublas:
             out.append(ir.Effect(Kind.ENV_SET, ref, value, ("CUBLAS_WORKSPACE_CONFIG",)))
+        if helper.resets_benchmark:
+            out.append(ir.Branch(value, (ir.Effect(Kind.BENCHMARK, ref, ir.Const(False)),), ()))
 
     def spawn(self, node: cst.Call, target: cst.BaseExpression, needs_method: bool, out: list[ir.Stmt]) -> None:
         qualname = self.index.resolve(target, node) if isinstance(target, (cst.Name, cst.Attribute)) else None
@@ -461,6 +471,14 @@ class Lowering:
             comparison = expr.comparisons[0]
             if _is_none(comparison.comparator) and isinstance(comparison.operator, (cst.Is, cst.IsNot)):
                 return ir.IsNone(self.value(expr.left), isinstance(comparison.operator, cst.IsNot))
+        if isinstance(expr, cst.IfExp):
+            # `True if c else False` is c; `False if c else True` is not c.
+            body, orelse = _literal(expr.body, _MISSING), _literal(expr.orelse, _MISSING)
+            if body is not _MISSING and orelse is not _MISSING:
+                if bool(body) == bool(orelse):
+                    return ir.Const(body)
+                test = self.value(expr.test)
+                return test if body else ir.Not(test)
         if isinstance(expr, cst.BooleanOperation):
             op = "and" if isinstance(expr.operator, cst.And) else "or"
             return ir.BoolOp(op, (self.value(expr.left), self.value(expr.right)), self.index.module.code_for_node(expr))
@@ -544,6 +562,17 @@ def _is_random_transform(q: str | None) -> bool:
         return False
     name = q.rsplit(".", 1)[1]
     return name.startswith("Random") or name in RANDOM_TRANSFORMS
+
+
+def _element(value: cst.BaseExpression, position: int, size: int) -> cst.BaseExpression | None:
+    """The `position`-th element a tuple-valued expression assigns, where it can be seen."""
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == size:
+        return value.elements[position].value
+    if isinstance(value, cst.IfExp):
+        body, orelse = _element(value.body, position, size), _element(value.orelse, position, size)
+        if body is not None and orelse is not None:
+            return cst.IfExp(test=value.test, body=body, orelse=orelse)
+    return None
 
 
 def _loads_pretrained(call: cst.Call) -> bool:

@@ -125,6 +125,7 @@ class Helper:
     enables_det_mode: bool = False  # calls torch.use_deterministic_algorithms(True)
     warn_only: bool = False
     sets_cublas: bool = False
+    resets_benchmark: bool = False  # sets cudnn.benchmark = False when it claims determinism
     seed_param: str = "seed"
     random_when_seed_none: bool = False  # seed=None means "draw a random seed"
 
@@ -140,18 +141,29 @@ KNOWN_HELPERS: dict[str, Helper] = {
     "transformers.trainer_utils.set_seed": Helper(
         claims_when="deterministic", claim_position=1, enables_det_mode=True
     ),
-    "transformers.enable_full_determinism": Helper(claims_when="always", enables_det_mode=True, sets_cublas=True),
+    "transformers.enable_full_determinism": Helper(
+        claims_when="always", enables_det_mode=True, sets_cublas=True, resets_benchmark=True
+    ),
     "transformers.trainer_utils.enable_full_determinism": Helper(
-        claims_when="always", enables_det_mode=True, sets_cublas=True
+        claims_when="always", enables_det_mode=True, sets_cublas=True, resets_benchmark=True
     ),
     "accelerate.utils.set_seed": Helper(claims_when="deterministic", claim_position=2, enables_det_mode=True),
+    # mmengine: cudnn.deterministic = True, benchmark = False, and deterministic mode (torch >= 1.10).
     "mmengine.runner.set_random_seed": Helper(
-        claims_when="deterministic", claim_position=1, enables_det_mode=True, random_when_seed_none=True
+        claims_when="deterministic",
+        claim_position=1,
+        enables_det_mode=True,
+        resets_benchmark=True,
+        random_when_seed_none=True,
     ),
-    "mmcv.runner.set_random_seed": Helper(claims_when="deterministic", claim_position=1, random_when_seed_none=True),
+    "mmcv.runner.set_random_seed": Helper(
+        claims_when="deterministic", claim_position=1, resets_benchmark=True, random_when_seed_none=True
+    ),
     "detectron2.utils.env.seed_all_rng": Helper(random_when_seed_none=True),
     "timm.utils.random_seed": Helper(),
-    "fastai.torch_core.set_seed": Helper(claims_when="reproducible", claim_position=1, seed_param="s"),
+    "fastai.torch_core.set_seed": Helper(
+        claims_when="reproducible", claim_position=1, resets_benchmark=True, seed_param="s"
+    ),
     "torch_geometric.seed_everything": Helper(),
     "ultralytics.utils.torch_utils.init_seeds": Helper(
         claims_when="deterministic", claim_position=1, enables_det_mode=True, warn_only=True, sets_cublas=True
