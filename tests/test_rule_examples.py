@@ -42,3 +42,22 @@ def test_rule_metadata_is_complete():
     for rule in all_rules():
         assert rule.name and rule.summary and rule.why and rule.fix, rule.code
         assert rule.fix_safety in (None, "safe", "unsafe"), rule.code
+
+
+def test_rng_recreated_with_a_seed_on_the_deterministic_path_is_not_reported(lint):
+    source = """import random
+
+class ShardStream:
+    def __init__(self, deterministic, seed):
+        self.rng = random.Random()
+        self.deterministic = deterministic
+        self.seed = seed
+
+    def __iter__(self):
+        if self.deterministic:
+            self.rng = random.Random(self.seed)
+        yield self.rng.random()
+"""
+    from conftest import reported
+
+    assert reported(lint({"stream.py": source}, {"select": ["TRP103"]}), lint.root) == set()

@@ -306,3 +306,34 @@ if __name__ == "__main__":
 """
     # mmengine sets benchmark = False when it turns determinism on.
     assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == set()
+
+
+def test_worker_init_fn_seeding_does_not_make_the_main_process_seeded(lint):
+    source = """import torch
+from torch.utils.data import DataLoader
+
+def init_worker(worker_id):
+    torch.manual_seed(worker_id)
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(2, 2).cuda()
+    loader = DataLoader(range(4), num_workers=2, worker_init_fn=init_worker)
+"""
+    # TRP205 is about a seeded main process; TRP101 stays quiet because something seeds.
+    assert reported(lint({"infer.py": source}, {"select": ["TRP101", "TRP205"]}), lint.root) == set()
+
+
+def test_export_script_without_training_is_not_asked_for_a_seed(lint):
+    source = """import torch
+import torch.nn as nn
+
+def export(model):
+    sample = torch.randn(1, 8)
+    reference = model(sample)
+    torch.onnx.export(model, sample, "model.onnx")
+    return reference
+
+if __name__ == "__main__":
+    export(nn.Linear(8, 2))
+"""
+    assert reported(lint({"export_onnx.py": source}, {"select": ["TRP101"]}), lint.root) == set()

@@ -46,6 +46,8 @@ EXTERNAL_ROOTS = frozenset(
 TRACING_CALLS = frozenset(
     {"torch.jit.trace", "torch.jit.trace_module", "torch.onnx.export", "torch.export.export", "torch.fx.symbolic_trace"}
 )
+# Calls that write an exported model: their example inputs do not change what is written.
+EXPORT_CALLS = frozenset({"torch.onnx.export", "torch.onnx.dynamo_export", "torch.jit.save", "torch.export.save"})
 SEED_CALLS = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 
 
@@ -318,6 +320,8 @@ class Lowering:
         elif q == "torch.device":
             if self._mentions_cuda(_arg(node, 0, "type"), node):
                 effect(Kind.CUDA)
+        elif q in EXPORT_CALLS:
+            effect(Kind.EXPORT)
         elif q in CHECKPOINT_CALLS:
             effect(Kind.CHECKPOINT)
         elif q and q.startswith("torch.optim.") and q.rsplit(".", 1)[1][:1].isupper():

@@ -36,6 +36,7 @@ class Occurrence:
     anchor: Site  # in the entry program's own code: the statement, or the call that led to it
     detail: tuple = ()
     guards: frozenset = frozenset()  # runtime conditions it happened under
+    ordered: bool = True  # False inside callbacks (worker_init_fn, hooks): run at an unknown time
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ class Interpreter:
     def occurrence(self, frame: Frame, ref: int, detail: tuple = (), extra_guard=None) -> Occurrence:
         site = (frame.module, ref)
         guards = frozenset(self.guards) | (frozenset([extra_guard]) if extra_guard else frozenset())
-        return Occurrence(site, frame.anchor or site, detail, guards)
+        return Occurrence(site, frame.anchor or site, detail, guards, self.ordered)
 
     def effect(self, effect: ir.Effect, states: list[PathState], frame: Frame) -> list[PathState]:
         value = self.evaluate(effect.value, frame)

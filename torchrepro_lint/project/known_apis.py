@@ -28,7 +28,8 @@ class Kind:
     ENV_SET = "env_set"  # detail: (variable name,)
     CHECKPOINT = "checkpoint"  # weights loaded from a checkpoint
     TRAINING = "training"  # gradients or optimisers: the program trains
-    SPAWN_METHOD = "spawn_method"  # multiprocessing start method set to "spawn"
+    SPAWN_METHOD = "spawn_method"
+    EXPORT = "export"  # writes an exported model (ONNX, TorchScript, torch.export)  # multiprocessing start method set to "spawn"
 
 
 TORCH_DRAWS = frozenset(

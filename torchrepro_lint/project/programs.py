@@ -86,5 +86,15 @@ def seeds_torch(facts: Facts) -> bool:
     return facts.has(Kind.SEED_TORCH)
 
 
+def main_path_seeds(facts: Facts):
+    """Seeding on the program's own path: a `worker_init_fn` that seeds each worker does not
+    make the main process seeded."""
+    return [o for o in facts.of(Kind.SEED_TORCH) if o.ordered]
+
+
+def trains(facts: Facts) -> bool:
+    return any(o.detail == ("optimizer",) for o in facts.of(Kind.TRAINING))
+
+
 def claims_determinism(facts: Facts) -> bool:
     return facts.has(*CLAIMS)

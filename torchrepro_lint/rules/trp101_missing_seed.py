@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from torchrepro_lint.context import describe
 from torchrepro_lint.project.known_apis import Kind
-from torchrepro_lint.project.programs import torch_randomness
+from torchrepro_lint.project.programs import torch_randomness, trains
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -31,7 +31,8 @@ class MissingSeed(Rule):
         "file's smoke test) is only reported when it builds an optimizer. Building modules does not count as "
         "randomness when the program only evaluates loaded weights (a checkpoint, `from_pretrained`, "
         "torchvision `weights=`, and no training), and a tensor drawn only as the example input of "
-        "`torch.jit.trace`/`torch.onnx.export` is not a draw that shapes any result."
+        "`torch.jit.trace`/`torch.onnx.export` is not a draw that shapes any result; a program that "
+        "exports a model (ONNX, TorchScript, `torch.export`) and does not train is not reported."
     )
     hazards = (
         Example(
@@ -159,8 +160,10 @@ class Head(nn.Module):
             facts = program.facts
             if facts.truncated or facts.has(Kind.SEED_TORCH, Kind.SEED_CUDA):
                 continue
-            if program.imported and not any(o.detail == ("optimizer",) for o in facts.of(Kind.TRAINING)):
+            if program.imported and not trains(facts):
                 continue  # a library module's `__main__` smoke test, not a training program
+            if facts.has(Kind.EXPORT) and not trains(facts):
+                continue  # an export script: random example inputs do not change what it writes
             first = torch_randomness(facts)
             if first is None:
                 continue

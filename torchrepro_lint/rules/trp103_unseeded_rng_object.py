@@ -36,7 +36,8 @@ class UnseededRngObject(Rule):
     decisions = (
         "`torch.Generator()` is not reported: it starts from a fixed default seed. An object "
         "seeded later in the same function (`rng.seed(s)`), or on `self` anywhere in the class, "
-        "is not reported. A seed passed as a variable is trusted."
+        "or re-created there with a seed (`self.rng = random.Random(seed + epoch)`), is not reported. "
+        "A seed passed as a variable is trusted."
     )
     hazards = (
         Example(
@@ -132,11 +133,21 @@ def noise(seed, n):
         owner = index.enclosing(call, cst.ClassDef) if any(n.startswith("self.") for n in names) else index.enclosing(
             call, cst.FunctionDef
         )
+        for other in index.calls_to(*CONSTRUCTORS):
+            # Re-created with a seed (`self.rng = random.Random(seed + epoch)`) counts as reseeding.
+            holder = index.parents.get(other.node)
+            if other.node is not call and isinstance(holder, (cst.Assign, cst.AnnAssign)) and not _unseeded(other.node):
+                assigned = [t.target for t in holder.targets] if isinstance(holder, cst.Assign) else [holder.target]
+                if {dotted(t) for t in assigned} & names and _owner(index, other.node, owner) is owner:
+                    return True
         for other in index.calls:
             func = other.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "seed" and dotted(func.value) in names:
-                if other.node.args and not _unseeded(other.node):
-                    scope_owner = index.enclosing(other.node, type(owner)) if owner is not None else None
-                    if scope_owner is owner:
-                        return True
+                if other.node.args and not _unseeded(other.node) and _owner(index, other.node, owner) is owner:
+                    return True
         return False
+
+
+def _owner(index, node, like):
+    """The enclosing class or function of `node`, of the same kind as `like`."""
+    return index.enclosing(node, type(like)) if like is not None else None

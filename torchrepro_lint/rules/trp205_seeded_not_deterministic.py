@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from torchrepro_lint.context import describe
 from torchrepro_lint.project.known_apis import Kind
-from torchrepro_lint.project.programs import CLAIMS
+from torchrepro_lint.project.programs import CLAIMS, main_path_seeds
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -109,7 +109,7 @@ if __name__ == "__main__":
     def check_programs(self, context):
         for program in context.programs:
             facts = program.facts
-            seeds = facts.of(Kind.SEED_TORCH)
+            seeds = main_path_seeds(facts)
             cuda = facts.of(Kind.CUDA)
             if not seeds or not cuda or facts.has(*CLAIMS):
                 continue
