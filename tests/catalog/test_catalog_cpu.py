@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Callable
@@ -38,9 +39,9 @@ OPS = {e.id: e for e in CAT.entries}
 TRAPS = {n.id: n for n in CAT.not_flagged}
 
 
-@pytest.fixture
-def deterministic():
-    """Deterministic mode for one test; the previous global setting is restored."""
+@contextlib.contextmanager
+def deterministic_mode():
+    """torch.use_deterministic_algorithms(True) inside; the previous global setting after."""
     before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     torch.use_deterministic_algorithms(True)
     try:
@@ -49,13 +50,27 @@ def deterministic():
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
-def test_fixture_restores_the_flag(deterministic):
-    assert torch.are_deterministic_algorithms_enabled()
-    assert not torch.is_deterministic_algorithms_warn_only_enabled()
+@pytest.fixture
+def deterministic():
+    with deterministic_mode():
+        yield
 
 
-def test_flag_is_off_outside_the_fixture():
-    assert not torch.are_deterministic_algorithms_enabled()
+def test_deterministic_mode_restores_the_global_flag():
+    state = lambda: (torch.are_deterministic_algorithms_enabled(),  # noqa: E731
+                     torch.is_deterministic_algorithms_warn_only_enabled())
+    before = state()
+    try:
+        for prior in [(False, False), (True, True)]:
+            torch.use_deterministic_algorithms(prior[0], warn_only=prior[1])
+            with deterministic_mode():
+                assert state() == (True, False)
+            assert state() == prior
+            with pytest.raises(ZeroDivisionError), deterministic_mode():
+                1 / 0
+            assert state() == prior
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
 # ----------------------------------------------------------------------------- cases
@@ -323,7 +338,8 @@ CASES = [
          lambda: (lambda x: _bw(torch.take_along_dim(x, torch.randint(0, 16, (4, 1024)), dim=1), x))(
              _r(4, 16, rg=True))),
     *[Case(f"scatter_reduce_{red}", "ops.scatter_reduce_sum_mean",
-           (lambda red: lambda: (lambda s: [torch.zeros(s[2]).scatter_reduce(0, s[1], s[0], red)])(_scatter_setup()))(red))
+           (lambda red: lambda: (lambda s: [torch.zeros(s[2]).scatter_reduce(0, s[1], s[0], red)])(
+               _scatter_setup()))(red))
       for red in ("sum", "mean")],
     Case("scatter_src_duplicates", "ops.scatter_src",
          lambda: (lambda s: [torch.zeros(s[2]).scatter(0, s[1], s[0])])(_scatter_setup())),
@@ -347,7 +363,8 @@ CASES = [
     Case("getitem_backward", "ops.index_put_accumulate_cpu",
          lambda: (lambda x: _bw(x[torch.randint(0, 16, (100000,))], x))(_r(16, rg=True)), aten=("index_put",)),
     Case("index_copy_", "ops.index_copy",
-         lambda: [torch.zeros(16, 4).index_copy_(0, torch.randint(0, 16, (4096,)), _r(4096, 4))], aten=("index_copy_",)),
+         lambda: [torch.zeros(16, 4).index_copy_(0, torch.randint(0, 16, (4096,)), _r(4096, 4))],
+         aten=("index_copy_",)),
     Case("bmm_sparse_dense", "ops.bmm_sparse_dense",
          lambda: [torch.bmm(((torch.rand(4, 32, 32) < 0.2).float() * _r(4, 32, 32)).to_sparse(), _r(4, 32, 16))]),
     Case("conv2d_fwd_bwd", "ops.convolution_cudnn", lambda: _module_bw(nn.Conv2d(8, 8, 3, padding=1), 4, 8, 16, 16)),
@@ -355,7 +372,8 @@ CASES = [
          lambda: _module_bw(nn.ConvTranspose2d(8, 8, 3, stride=2), 4, 8, 16, 16)),
     Case("cumsum_float_1d", "ops.cumsum", lambda: [torch.cumsum(_r(1 << 16), 0)], aten=("cumsum",)),
     Case("embedding_backward_many_indices", "ops.embedding_dense_backward",
-         lambda: (lambda m: (m(torch.randint(0, 8, (64, 1024))).sum().backward(), [m.weight.grad])[1])(nn.Embedding(8, 64)),
+         lambda: (lambda m: (m(torch.randint(0, 8, (64, 1024))).sum().backward(), [m.weight.grad])[1])(
+             nn.Embedding(8, 64)),
          aten=("embedding_dense_backward",)),
     Case("sdpa_backward", "ops.sdpa_backward",
          lambda: (lambda q, k, v: _bw(F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v))(
@@ -433,6 +451,14 @@ def test_verified_cpu_field_matches_the_run(deterministic):
         assert outcomes == {entry.verified["cpu"]}, entry.id
 
 
+def test_not_flagged_cpu_claims_have_cases():
+    """A [not_flagged] entry that records a CPU run has a case here (run above, must not raise)."""
+    claimed = {n.id for n in CAT.not_flagged if (n.verified or {}).get("cpu")}
+    with_cases = {c.entry.split(".", 1)[1] for c in CASES if c.entry.startswith("not_flagged.")}
+    assert claimed and claimed <= with_cases, claimed - with_cases
+    assert all(n.verified["cpu"] == "no error" for n in CAT.not_flagged if n.id in claimed)
+
+
 # ----------------------------------------------------------------------------- fake CUDA (torch.compile tracing)
 
 
@@ -460,6 +486,8 @@ META_CASES = [  # (id, entry whose kernel string the meta function raises with o
     ("nanmedian_dim", "median_with_indices", lambda f: torch.nanmedian(f(4, 5), 1)),
     ("mode_dim", "median_with_indices", lambda f: torch.mode(f(4, 5), 1)),
     ("histc_float", "histc_float", lambda f: torch.histc(f(100), bins=10, min=-3, max=3)),
+    *[(f"max_unpool{nd}d", "max_unpool_forward", (lambda nd: lambda f: getattr(F, f"max_unpool{nd}d")(
+        f(*(1, 2) + (2,) * nd), f(*(1, 2) + (2,) * nd, dtype=torch.long), 2))(nd)) for nd in (1, 2, 3)],
     ("median_all_ok", None, lambda f: torch.median(f(4, 5))),
     ("histc_int_ok", None, lambda f: torch.histc(f(100, dtype=torch.long), bins=10, min=0, max=10)),
     ("kthvalue_ok", None, lambda f: torch.kthvalue(f(4, 100), 3, dim=1)),
@@ -477,6 +505,15 @@ def test_meta_alerts_on_fake_cuda_tensors(case_id, entry_id, fn, fake_cuda):
     with pytest.raises(RuntimeError) as info:
         fn(fake_cuda)
     assert any(k in str(info.value) for k in kernels)
+
+
+def test_fill_uninitialized_memory(deterministic):
+    """[environment.fill_uninitialized_memory]: new memory is filled with NaN / the max int."""
+    env = next(s for s in CAT.special if s.id == "fill_uninitialized_memory")
+    assert {"torch.empty", "torch.Tensor.resize_"} <= set(env.apis)
+    assert torch.empty(8).isnan().all()
+    assert (torch.empty(8, dtype=torch.long) == torch.iinfo(torch.long).max).all()
+    assert torch.zeros(2).resize_(6)[2:].isnan().all()
 
 
 # ----------------------------------------------------------------------------- dispatch trace

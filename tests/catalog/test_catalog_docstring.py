@@ -59,7 +59,8 @@ def test_bullet_moved_to_the_other_list_is_reported():
     # index_add under "throw" (or cumsum under "act deterministically") must fail.
     doc = DOC.replace(
         "* :func:`torch.histc` when called on a CUDA tensor",
-        "* :func:`torch.index_add` when called on CUDA tensor\n        * :func:`torch.histc` when called on a CUDA tensor",
+        "* :func:`torch.index_add` when called on CUDA tensor\n"
+        "        * :func:`torch.histc` when called on a CUDA tensor",
     )
     mapping = map_bullets(doc, CAT)
     assert DocBullet("throws", "torch.index_add when called on CUDA tensor") in mapping.unmapped

@@ -142,7 +142,10 @@ def test_load_catalog_is_cached():
 def test_runtime_does_not_import_torch():
     import subprocess
 
-    code = "import sys, torchrepro_lint.catalog as c, torchrepro_lint.catalog.docstring; c.load_catalog(); print('torch' in sys.modules)"
+    code = (
+        "import sys, torchrepro_lint.catalog as c, torchrepro_lint.catalog.docstring\n"
+        "c.load_catalog(); c.format_catalog('2.13'); print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -323,7 +323,8 @@ class Catalog:
 
     def apis_for(self, name: str, torch_version: Version | None = None, *, rule: str | None = None) -> list[ApiRecord]:
         """The API records named ``name`` (qualified) of the entries that hold in ``torch_version``."""
-        return [a for e in self.entries_for(torch_version, rule=rule) for a in e.apis_for(torch_version) if a.name == name]
+        entries = self.entries_for(torch_version, rule=rule)
+        return [a for e in entries for a in e.apis_for(torch_version) if a.name == name]
 
     def entries_for_api(self, name: str, torch_version: Version | None = None) -> list[OpEntry]:
         ids = {a.entry_id for a in self.apis_for(name, torch_version)}
@@ -368,7 +369,7 @@ def parse_catalog(text: str) -> Catalog:
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The packaged catalogue, parsed once per process."""
-    text = importlib.resources.files(__package__).joinpath("ops.toml").read_text(encoding="utf-8")
+    text = importlib.resources.files("torchrepro_lint.catalog").joinpath("ops.toml").read_text(encoding="utf-8")
     return parse_catalog(text)
 
 
@@ -389,7 +390,8 @@ def format_catalog(torch_version: Version | str | None = None, width: int = 100)
     meta = cat.meta
     lines = [
         f"torchrepro-lint op catalogue for {shown}",
-        f"facts from torch {meta.get('torch_version')}; releases checked: {', '.join(meta.get('releases_checked', []))}",
+        f"facts from torch {meta.get('torch_version')}; "
+        f"releases checked: {', '.join(meta.get('releases_checked', []))}",
         f"verified on CPU: {meta.get('verified_cpu')}",
         f"verified on CUDA: {meta.get('verified_cuda')}",
     ]
