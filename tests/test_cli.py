@@ -185,3 +185,13 @@ def test_usage_error_exits_two(capsys):
 def test_module_entry_point_runs(project):
     proc = subprocess.run([sys.executable, "-m", "torchrepro_lint", "check", "bad.py"], capture_output=True, text=True, cwd=project)
     assert proc.returncode == 1 and "TRP101" in proc.stdout
+
+
+def test_catalog_command_prints_the_configured_release(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {}, {"torch-version": "2.9"})
+    code, out, _ = run(capsys, "catalog")
+    assert code == 0 and out.startswith("torchrepro-lint op catalogue for torch 2.9")
+    code, out, _ = run(capsys, "catalog", "--torch-version", "2.13")
+    assert code == 0 and "torch.nn.functional.grid_sample" in out
+    assert run(capsys, "catalog", "--torch-version", "latest")[0] == 2

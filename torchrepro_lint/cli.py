@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("rules", help="list every rule")
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code")
+    catalog = commands.add_parser("catalog", help="print the nondeterministic-op catalogue behind TRP401/TRP402")
+    catalog.add_argument("--torch-version", help="the torch release to show (default: configured, else installed)")
     return parser
 
 
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             return _show_rule(args.code)
         if args.command == "check":
             return _check(args)
+        if args.command == "catalog":
+            return _show_catalog(args)
         parser.print_help()
         return EXIT_ERROR
     except ConfigError as exc:
@@ -108,6 +112,21 @@ def _list_rules() -> int:
     for rule in all_rules():
         state = "on" if rule.default_enabled else "off"
         print(f"{rule.code:<8}{rule.name:<34}{str(rule.severity):<10}{state:<9}{rule.fix_safety or 'none'}")
+    return EXIT_CLEAN
+
+
+def _show_catalog(args: argparse.Namespace) -> int:
+    from torchrepro_lint.catalog import format_catalog
+    from torchrepro_lint.config import parse_version
+
+    if args.torch_version:
+        version = parse_version(args.torch_version)
+        if version is None:
+            print(f"torchrepro-lint: error: --torch-version must look like 2.13, got {args.torch_version!r}", file=sys.stderr)
+            return EXIT_ERROR
+    else:
+        version = load_config([Path(".")]).torch_version
+    sys.stdout.write(format_catalog(version))
     return EXIT_CLEAN
 
 
