@@ -34,7 +34,7 @@ def test_text_output_and_exit_code(project, capsys):
     code, out, _ = run(capsys, "check")
     assert code == 1
     assert out.splitlines()[0].startswith("bad.py:3:1: TRP101 warning: program never seeds torch")
-    assert out.splitlines()[-1] == "Found 1 finding (1 warning) in 2 files."
+    assert out.splitlines()[-1] == "Found 1 finding (1 warning) in 2 files. 1 more with --unsafe-fixes."
 
 
 def test_clean_run_exits_zero(project, capsys):
@@ -49,7 +49,8 @@ def test_json_output_has_ruffs_shape(project, capsys):
     item = data[0]
     assert set(item) == {"code", "message", "severity", "filename", "location", "end_location", "fix", "url", "noqa_row"}
     assert item["code"] == "TRP101" and item["severity"] == "warning" and item["filename"] == "bad.py"
-    assert item["location"] == {"row": 3, "column": 1} and item["noqa_row"] == 3 and item["fix"] is None
+    assert item["location"] == {"row": 3, "column": 1} and item["noqa_row"] == 3
+    assert item["fix"]["applicability"] == "unsafe" and item["fix"]["edits"][0]["content"] == "    torch.manual_seed(0)\n"
     assert item["url"].endswith("/rules/TRP101.md")
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from torchrepro_lint import __version__
 from torchrepro_lint.config import Config, ConfigError, load_config
 from torchrepro_lint.engine import lint_paths, lint_sources
+from torchrepro_lint.fixes.runner import fix_paths, fix_sources, write_atomically
+from torchrepro_lint.source import source_encoding
 from torchrepro_lint.reporters import REPORTERS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -38,6 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
     check.add_argument("--force-exclude", action="store_true", help="apply `exclude` to files named on the command line too")
     check.add_argument("--stdin-filename", type=Path, help="the path of the source read from standard input (`-`)")
+    check.add_argument("--fix", action="store_true", help="apply safe fixes, then report what remains")
+    check.add_argument("--unsafe-fixes", action="store_true", help="also apply (or mark) fixes that change behaviour")
+    check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
+    check.add_argument("--fix-only", action="store_true", help="apply fixes without reporting what remains")
+    check.add_argument("--show-fixes", action="store_true", help="list the findings that were fixed")
 
     commands.add_parser("rules", help="list every rule")
     rule = commands.add_parser("rule", help="print a rule's documentation")
@@ -79,16 +86,22 @@ def _check(args: argparse.Namespace) -> int:
     config_paths = [args.stdin_filename] if from_stdin and args.stdin_filename else [p for p in paths if str(p) != "-"]
     config = load_config(config_paths or [Path(".")], args.config)
     _apply_cli(config, args)
+    if from_stdin and len(paths) != 1:
+        print("torchrepro-lint: error: `-` (standard input) cannot be combined with other paths", file=sys.stderr)
+        return EXIT_ERROR
+    stdin_name = args.stdin_filename or Path("<stdin>")
+    stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if from_stdin else None
+    if args.fix or args.fix_only or args.diff:
+        return _fix(args, paths, config, stdin_name, stdin_text)
     if from_stdin:
-        if len(paths) != 1:
-            print("torchrepro-lint: error: `-` (standard input) cannot be combined with other paths", file=sys.stderr)
-            return EXIT_ERROR
-        name = args.stdin_filename or Path("<stdin>")
-        text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape")
-        result = lint_sources([(name, text)], config)
+        result = lint_sources([(stdin_name, stdin_text)], config)
     else:
         result = lint_paths(paths, config, force_exclude=args.force_exclude)
-    sys.stdout.write(REPORTERS[args.output_format](result, quiet=args.quiet))
+    return _report(args, result)
+
+
+def _report(args: argparse.Namespace, result) -> int:
+    sys.stdout.write(REPORTERS[args.output_format](result, quiet=args.quiet, unsafe_fixes=args.unsafe_fixes))
     for error in result.errors:
         print(f"torchrepro-lint: error: {error}", file=sys.stderr)
     if result.errors:
@@ -96,6 +109,39 @@ def _check(args: argparse.Namespace) -> int:
     if result.findings and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name: Path, stdin_text: str | None) -> int:
+    if stdin_text is not None:
+        outcome = fix_sources({stdin_name: stdin_text}, config, args.unsafe_fixes)
+    else:
+        outcome = fix_paths(paths, config, args.unsafe_fixes, force_exclude=args.force_exclude)
+    if args.diff:
+        sys.stdout.write(outcome.diff())
+        for error in outcome.result.errors:
+            print(f"torchrepro-lint: error: {error}", file=sys.stderr)
+        if outcome.result.errors:
+            return EXIT_ERROR
+        return EXIT_FINDINGS if outcome.fixed else EXIT_CLEAN
+    if stdin_text is not None:
+        # Editors: the fixed buffer goes to stdout, whatever remains to stderr.
+        sys.stdout.write(outcome.fixed.get(stdin_name, stdin_text))
+        for finding in outcome.result.findings if not args.fix_only else ():
+            print(f"{finding.path}:{finding.row}:{finding.column}: {finding.code} {finding.severity}: {finding.message}", file=sys.stderr)
+        return EXIT_ERROR if outcome.result.errors else EXIT_CLEAN
+    for path, text in outcome.fixed.items():
+        write_atomically(path, text, source_encoding(path))
+    if args.show_fixes or args.fix_only:
+        for finding in outcome.applied:
+            print(f"fixed {finding.path}:{finding.row}:{finding.column}: {finding.code} {finding.fix.message}")
+    if args.fix_only:
+        for error in outcome.result.errors:
+            print(f"torchrepro-lint: error: {error}", file=sys.stderr)
+        return EXIT_ERROR if outcome.result.errors else EXIT_CLEAN
+    if outcome.applied and not args.quiet and args.output_format == "text":
+        count = len(outcome.applied)
+        print(f"Fixed {count} finding{'s' if count != 1 else ''} in {len(outcome.fixed)} file{'s' if len(outcome.fixed) != 1 else ''}.")
+    return _report(args, outcome.result)
 
 
 def _apply_cli(config: Config, args: argparse.Namespace) -> None:

@@ -26,6 +26,15 @@ def read_source(path: Path) -> str:
     return decode_source(raw)
 
 
+def source_encoding(path: Path) -> str:
+    """The encoding a file declares (PEP 263), for writing it back the way it was."""
+    try:
+        with path.open("rb") as handle:
+            return tokenize.detect_encoding(handle.readline)[0]
+    except (OSError, SyntaxError):
+        return "utf-8"
+
+
 def decode_source(raw: bytes) -> str:
     if b"\x00" in raw[:8192]:
         raise SourceError("not a text file (contains NUL bytes)")

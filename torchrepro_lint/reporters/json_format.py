@@ -36,5 +36,5 @@ def finding_to_dict(finding: Finding) -> dict:
     }
 
 
-def render_json(result: LintResult, *, quiet: bool = False) -> str:
+def render_json(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool = False) -> str:
     return json.dumps([finding_to_dict(f) for f in result.findings], indent=2) + "\n"

@@ -7,18 +7,32 @@ from collections import Counter
 from torchrepro_lint.findings import LintResult
 
 
-def render_text(result: LintResult, *, quiet: bool = False) -> str:
-    lines = [f"{f.path}:{f.row}:{f.column}: {f.code} {f.severity}: {f.message}" for f in result.findings]
+def render_text(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool = False) -> str:
+    lines = []
+    for f in result.findings:
+        marker = " [*]" if _fixable(f, unsafe_fixes) else ""
+        lines.append(f"{f.path}:{f.row}:{f.column}: {f.code}{marker} {f.severity}: {f.message}")
     if not quiet:
-        lines.append(summary(result))
+        lines.append(summary(result, unsafe_fixes))
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def summary(result: LintResult) -> str:
+def _fixable(finding, unsafe_fixes: bool) -> bool:
+    return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe_fixes)
+
+
+def summary(result: LintResult, unsafe_fixes: bool = False) -> str:
     files = f"{result.files_checked} file{'s' if result.files_checked != 1 else ''}"
     if not result.findings:
         return f"No reproducibility hazards found in {files}."
     counts = Counter(str(f.severity) for f in result.findings)
     levels = ", ".join(f"{counts[level]} {level}{'s' if counts[level] != 1 else ''}" for level in ("error", "warning", "note") if counts[level])
     total = len(result.findings)
-    return f"Found {total} finding{'s' if total != 1 else ''} ({levels}) in {files}."
+    line = f"Found {total} finding{'s' if total != 1 else ''} ({levels}) in {files}."
+    fixable = sum(_fixable(f, unsafe_fixes) for f in result.findings)
+    hidden = sum(f.fix is not None for f in result.findings) - fixable
+    if fixable:
+        line += f" [*] {fixable} fixable with --fix{' --unsafe-fixes' if unsafe_fixes else ''}."
+    if hidden:
+        line += f" {hidden} more with --unsafe-fixes."
+    return line

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.context import describe
+from torchrepro_lint.fixes.edits import insert_after_imports, insert_first_in_block, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import torch_randomness, trains
 from torchrepro_lint.rules.base import Example, Rule
@@ -176,4 +177,27 @@ class Head(nn.Module):
                 program.anchor_ref,
                 f"program never seeds torch{seeded}, but draws from its generator ({describe(first.site)}): "
                 f"weights, dropout and shuffling change every run; call `torch.manual_seed(seed)` {where}",
+                fix=_fix(program, context.config.seed),
             )
+
+
+def _fix(program, seed: int):
+    """Seed torch (and `random`/NumPy where the program draws from them) before anything runs."""
+    module, facts = program.entry, program.facts
+    edits, lines = [], []
+    for qualname, kind, seeded, template in (
+        ("torch", None, None, "{}.manual_seed({})"),
+        ("random", Kind.DRAW_RANDOM, Kind.SEED_RANDOM, "{}.seed({})"),
+        ("numpy", Kind.DRAW_NUMPY, Kind.SEED_NUMPY, "{}.random.seed({})"),
+    ):
+        if kind is not None and not (facts.has(kind) and not facts.has(seeded)):
+            continue
+        name, imports = module_name_for(module, qualname)
+        edits.extend(imports)
+        lines.append(template.format(name, seed))
+    if program.anchor_ref is None:
+        edits.extend(insert_after_imports(module, line) for line in lines)
+    else:
+        block = module.nodes[program.anchor_ref]
+        edits.extend(insert_first_in_block(module, block, line) for line in lines)
+    return make_fix("unsafe", f"Seed the program with {seed} (the `seed` setting)", edits)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from torchrepro_lint.context import describe
+from torchrepro_lint.fixes.edits import insert_after, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import main_path_seeds
 from torchrepro_lint.rules.base import Example, Rule
@@ -131,4 +134,19 @@ if __name__ == "__main__":
                 anchor_ref,
                 f"torch is seeded but {what} is never seeded, so the data stream still changes every run; "
                 f"add {calls} beside this seed",
+                fix=_fix(anchor_module, anchor_module.nodes[anchor_ref], [call for _, call, _ in missing]),
             )
+
+
+def _fix(module, node, calls):
+    """`random.seed(<same seed>)` / `np.random.seed(<same seed>)` on the line after the seed."""
+    if not isinstance(node, cst.Call) or not node.args or node.args[0].keyword is not None or node.args[0].star:
+        return None
+    seed = module.index.module.code_for_node(node.args[0].value)
+    edits, lines = [], []
+    for call in calls:
+        name, imports = module_name_for(module, "random" if call == "random.seed" else "numpy")
+        edits.extend(imports)
+        lines.append(f"{name}.seed({seed})" if call == "random.seed" else f"{name}.random.seed({seed})")
+    edits.extend(insert_after(module, node, line) for line in lines)
+    return make_fix("safe", "Seed " + " and ".join(f"`{c}`" for c in calls) + " with the same seed", edits)

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import libcst as cst
+
+from torchrepro_lint.fixes.edits import make_fix, module_name_for, replace
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import torch_randomness
 from torchrepro_lint.rules.base import Example, Rule
@@ -105,6 +108,18 @@ def seed_all(s):
                     "randperm, augmentations) stays random: use `torch.manual_seed`, which seeds every device"
                 )
                 anchor_module, anchor_ref = occurrence.anchor
-                yield context.report(self, module, ref, message) or context.report(
+                yield context.report(self, module, ref, message, fix=_fix(module, module.nodes[ref])) or context.report(
                     self, anchor_module, anchor_ref, message
                 )
+
+
+def _fix(module, call):
+    """`torch.cuda.manual_seed_all(s)` -> `torch.manual_seed(s)`, keeping the module's spelling."""
+    if not isinstance(call, cst.Call):
+        return None
+    func = call.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute) and func.value.attr.value == "cuda":
+        base = module.index.module.code_for_node(func.value.value)
+        return make_fix("safe", "Use `torch.manual_seed`, which seeds every device", [replace(module, func, f"{base}.manual_seed")])
+    torch, imports = module_name_for(module, "torch")
+    return make_fix("safe", "Use `torch.manual_seed`, which seeds every device", [*imports, replace(module, func, f"{torch}.manual_seed")])

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from torchrepro_lint.context import describe
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -165,4 +168,17 @@ if __name__ == "__main__":
                         f"cuDNN benchmark mode is on while the program claims determinism "
                         f"({describe(state.claim.site)}): it picks convolution algorithms by timing, "
                         "differently in each process; set `cudnn.benchmark = False`",
+                        fix=_fix(module, module.nodes[ref]),
                     )
+
+
+def _fix(module, node):
+    """`benchmark = True` -> `False`, in an assignment or a `benchmark=True` keyword."""
+    value = None
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        value = node.value
+    elif isinstance(node, cst.Call):
+        value = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "benchmark"), None)
+    if not (isinstance(value, cst.Name) and value.value == "True"):
+        return None
+    return make_fix("safe", "Set `cudnn.benchmark = False`", [replace(module, value, "False")])

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import libcst as cst
+
+from torchrepro_lint.fixes.edits import insert_after, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import DET_MODE
 from torchrepro_lint.rules.base import Example, Rule
@@ -105,4 +108,14 @@ def configure():
                     ref,
                     "`cudnn.deterministic` covers cuDNN convolutions only; scatter/index_add/pooling "
                     "backward kernels stay nondeterministic: also call `torch.use_deterministic_algorithms(True)`",
+                    fix=enable_deterministic_mode(module, module.nodes[ref]),
                 )
+
+
+def enable_deterministic_mode(module, node):
+    """`torch.use_deterministic_algorithms(True)` on the line after `node`'s statement."""
+    if isinstance(module.index.parents.get(node), cst.WithItem):
+        return None  # `with cudnn.flags(...)`: the flag ends with the block; no line to add
+    torch, imports = module_name_for(module, "torch")
+    line = f"{torch}.use_deterministic_algorithms(True)"
+    return make_fix("unsafe", f"Add `{line}`", [*imports, insert_after(module, node, line)])

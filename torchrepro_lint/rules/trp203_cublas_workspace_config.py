@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from torchrepro_lint.fixes.edits import insert_after_imports, insert_before, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.rules.base import Example, Rule
 
@@ -106,4 +107,13 @@ if __name__ == "__main__":
                     f"on torch {major}.{minor} deterministic mode makes cuBLAS calls raise unless "
                     'CUBLAS_WORKSPACE_CONFIG is set: add `os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")` '
                     "at the top of the entry module",
+                    fix=_fix(module, module.nodes[ref], module is program.entry),
                 )
+
+
+def _fix(module, node, is_entry: bool):
+    """At the top of the entry module, or right before the enabling call in a helper module."""
+    os_name, imports = module_name_for(module, "os")
+    line = f'{os_name}.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")'
+    where = insert_after_imports(module, line) if is_entry else insert_before(module, node, line)
+    return make_fix("safe", "Set CUBLAS_WORKSPACE_CONFIG before cuBLAS is used", [*imports, where])

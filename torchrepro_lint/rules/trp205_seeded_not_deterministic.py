@@ -3,6 +3,7 @@ from __future__ import annotations
 from torchrepro_lint.context import describe
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import CLAIMS, main_path_seeds
+from torchrepro_lint.rules.trp202_cudnn_only_determinism import enable_deterministic_mode
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -121,4 +122,5 @@ if __name__ == "__main__":
                 f"the program is seeded and runs on CUDA ({describe(cuda[0].site)}) but never enables "
                 "deterministic algorithms: cuDNN and atomics still vary run to run; add "
                 "`torch.use_deterministic_algorithms(True)` after the seed",
+                fix=enable_deterministic_mode(module, module.nodes[ref]) if ref is not None else None,
             )

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.findings import Severity
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 CUDNN = "torch.backends.cudnn."
@@ -98,17 +99,38 @@ cudnn.determinstic = True
                 for target in targets:
                     message = self._assignment_problem(index, target, node)
                     if message:
-                        yield context.report(self, module, node, message)
+                        fix = self._assignment_fix(module, target, node)
+                        yield context.report(self, module, node, message, fix=fix)
             elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Comparison):
                 comparison = node.value
                 if len(comparison.comparisons) == 1 and isinstance(comparison.comparisons[0].operator, cst.Equal):
                     left = index.resolve(comparison.left, node) if isinstance(comparison.left, (cst.Name, cst.Attribute)) else None
                     if left in COMPARED_SWITCHES:
                         text = dotted(comparison.left)
+                        code = module.index.module.code_for_node
+                        fix = make_fix(
+                            "safe",
+                            "Assign instead of comparing",
+                            [replace(module, comparison, f"{code(comparison.left)} = {code(comparison.comparisons[0].comparator)}")],
+                        )
                         yield context.report(
                             self, module, node,
                             f"`{text} == ...` compares and discards the result, so the flag is unchanged; use `=`",
+                            fix=fix,
                         )
+
+    def _assignment_fix(self, module, target, node):
+        qualname = module.index.resolve(target, node) if isinstance(target, cst.Attribute) else None
+        if qualname is None or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            return None
+        code = module.index.module.code_for_node
+        if qualname in REBOUND_FUNCTIONS:
+            call = f"{code(target)}({code(node.value)})"
+            return make_fix("safe", f"Call `{qualname}` instead of replacing it", [replace(module, node, call)])
+        close = difflib.get_close_matches(qualname[len(CUDNN):], sorted(CUDNN_FLAGS), n=1, cutoff=0.7)
+        if close:
+            return make_fix("safe", f"Use `cudnn.{close[0]}`", [replace(module, target.attr, close[0])])
+        return None
 
     def _assignment_problem(self, index, target, at) -> str | None:
         if not isinstance(target, (cst.Attribute, cst.Name)):

@@ -1,0 +1,78 @@
+"""Apply fixes to one file's text: dedupe identical edits, defer overlapping ones, never break syntax."""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from torchrepro_lint.findings import Edit, Finding
+
+
+def _offsets(text: str) -> list[int]:
+    """Offset of the start of each 1-based row (index 0 unused), plus one past the end."""
+    starts = [0, 0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def _offset(starts: list[int], position: tuple[int, int]) -> int:
+    row, column = position
+    if row >= len(starts):
+        return starts[-1]
+    return min(starts[row] + column - 1, starts[-1])
+
+
+def parses(text: str) -> bool:
+    try:
+        cst.parse_module(text)
+        ast.parse(text)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def apply_fixes(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+    """(new text, findings whose fix was applied). Overlapping fixes wait for the next round;
+    a fix whose result does not parse is dropped."""
+    starts = _offsets(text)
+    taken: list[tuple[int, int]] = []
+    planned: dict[tuple[int, int, str], None] = {}
+    applied: list[Finding] = []
+    for finding in sorted(findings, key=lambda f: f.sort_key):
+        spans = []
+        for edit in finding.fix.edits:
+            start, end = _offset(starts, edit.start), _offset(starts, edit.end)
+            spans.append((start, end, edit.content))
+        new = [s for s in spans if s not in planned]
+        if any(_overlaps(s, t) for s in new for t in taken):
+            continue
+        candidate = _apply(text, [*planned, *new])
+        if not parses(candidate):
+            continue  # would break the file: dropped
+        for span in new:
+            planned[span] = None
+            taken.append(span[:2])
+        applied.append(finding)
+    return _apply(text, list(planned)), applied
+
+
+def _overlaps(a, b) -> bool:
+    (a_start, a_end), (b_start, b_end) = a[:2], b
+    if a_start == a_end or b_start == b_end:  # insertions only clash strictly inside a range
+        return b_start < a_start < b_end or a_start < b_start < a_end
+    return a_start < b_end and b_start < a_end
+
+
+def _apply(text: str, spans) -> str:
+    # From the end backwards, so earlier offsets stay valid; insertions at one point keep order.
+    ordered = sorted(enumerate(spans), key=lambda item: (item[1][0], item[1][1], item[0]), reverse=True)
+    for _, (start, end, content) in ordered:
+        text = text[:start] + content + text[end:]
+    return text
+
+
+def edit_text(text: str, edit: Edit) -> str:
+    starts = _offsets(text)
+    return text[: _offset(starts, edit.start)] + edit.content + text[_offset(starts, edit.end) :]
