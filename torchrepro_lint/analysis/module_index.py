@@ -6,6 +6,7 @@ traversal however many rules are enabled.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import libcst as cst
@@ -49,7 +50,7 @@ class ModuleIndex:
         self.classes: dict[str, cst.ClassDef] = {}
         self.imports: list[ImportRecord] = []
         self._by_qualname: dict[str, list[CallSite]] | None = None
-        self.module.visit(_IndexBuilder(self))
+        _IndexBuilder(self).walk(self.module)
         for site in self.calls:
             site.qualname = self.resolver.resolve(site.node.func, site.scope)
             self.calls_by_statement.setdefault(site.statement, []).append(site)
@@ -113,12 +114,53 @@ class ModuleIndex:
         return ".".join(base)
 
 
-class _IndexBuilder(cst.CSTVisitor):
+_TRIVIA_PREFIXES = (
+    "whitespace", "lpar", "rpar", "lbrace", "rbrace", "lbracket", "rbracket", "comma", "semicolon",
+    "colon", "first_colon", "second_colon", "equal", "dot", "leading_lines", "lines_after_decorators",
+    "header", "footer", "empty_lines", "newline", "indent", "trailing_whitespace", "default_indent",
+    "default_newline", "encoding", "has_trailing_newline", "asynchronous", "star", "posonly_ind",
+    "operator", "relative", "comment", "conversion", "separator", "trailing_comma",
+)
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a node class that can hold code (not whitespace, brackets or commas)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = tuple(f.name for f in dataclasses.fields(cls) if not f.name.startswith(_TRIVIA_PREFIXES))
+        _FIELDS[cls] = fields
+    return fields
+
+
+class _IndexBuilder:
+    """Walks the tree through dataclass fields rather than LibCST's visitor machinery, which
+    rebuilds every node's children and cost about 3x the parse here; trivia is skipped."""
+
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
         self.stack: list[cst.CSTNode] = []
         self.scopes: list[Scope] = [index.scope]
         self.statements: list[Statement] = []
+
+    def walk(self, root: cst.CSTNode) -> None:
+        # Iterative, so deeply nested code cannot hit the recursion limit: (node, leaving) pairs.
+        pending: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+        while pending:
+            node, leaving = pending.pop()
+            if leaving:
+                self.on_leave(node)
+                continue
+            self.on_visit(node)
+            pending.append((node, True))
+            children = []
+            for name in _child_fields(type(node)):
+                value = getattr(node, name)
+                if isinstance(value, cst.CSTNode):
+                    children.append(value)
+                elif isinstance(value, (tuple, list)):
+                    children.extend(v for v in value if isinstance(v, cst.CSTNode))
+            pending.extend((child, False) for child in reversed(children))
 
     # Generic hooks keep parents and the statement stack; typed work happens in _enter.
     def on_visit(self, node: cst.CSTNode) -> bool:

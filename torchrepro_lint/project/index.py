@@ -79,6 +79,9 @@ class ProjectIndex:
     helpers: dict[str, Helper] = field(default_factory=dict)
     modules: dict[Path, ProjectModule] = field(default_factory=dict)
     load_errors: dict[Path, str] = field(default_factory=dict)
+    # Resolution is asked hundreds of thousands of times on a large project: remember answers.
+    _named: dict[tuple[str, Path], ProjectModule | None] = field(default_factory=dict, repr=False)
+    _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
 
     def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
         """Index a parsed file. Raises libcst.ParserSyntaxError if it does not parse."""
@@ -88,6 +91,8 @@ class ProjectIndex:
         lowering = Lowering(index, self.helpers)
         module = ProjectModule(path, name, package, search_root, source, index, lowering.build(), lowering.nodes, linted)
         self.modules[path] = module
+        self._named.clear()  # a new module can answer a name that was missing before
+        self._resolved.clear()
         return module
 
     @property
@@ -102,6 +107,12 @@ class ProjectIndex:
     def module_named(self, dotted_name: str, importer: ProjectModule) -> ProjectModule | None:
         if not dotted_name:
             return None
+        key = (dotted_name, importer.search_root)
+        if key not in self._named:
+            self._named[key] = self._find_module(dotted_name, importer)
+        return self._named[key]
+
+    def _find_module(self, dotted_name: str, importer: ProjectModule) -> ProjectModule | None:
         relative = Path(*dotted_name.split("."))
         for root in self.search_roots(importer):
             for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
@@ -123,6 +134,12 @@ class ProjectIndex:
 
     def resolve(self, qualname: str, importer: ProjectModule, depth: int = 0) -> Symbol | None:
         """What a qualified name, as `importer` sees it, is in the project, if anything."""
+        key = (qualname, id(importer))
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(qualname, importer, depth)
+        return self._resolved[key]
+
+    def _resolve(self, qualname: str, importer: ProjectModule, depth: int) -> Symbol | None:
         if depth > 8:
             return None
         if qualname.startswith(LOCAL):
