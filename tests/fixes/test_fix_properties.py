@@ -43,7 +43,7 @@ def programs(draw):
             lines.append(f"if {draw(NAMES)}:\n    {snippet}")
         else:
             lines.append(snippet)
-    body = "\n".join(lines)
+    body = "\n".join([*lines, "pass"])  # never a block of comments only
     functions = ""
     if draw(st.booleans()):
         functions = "def helper(seed):\n" + "".join(f"    {line}\n" for line in body.splitlines()) + "\n"
