@@ -337,3 +337,20 @@ if __name__ == "__main__":
     export(nn.Linear(8, 2))
 """
     assert reported(lint({"export_onnx.py": source}, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_configured_seed_function_from_an_installed_package(lint):
+    source = "import torch.nn as nn\nfrom labtools.repro import fix_all\n\nif __name__ == '__main__':\n    fix_all(1)\n    nn.Linear(2, 2)\n"
+    assert reported(lint({"main.py": source}, {"select": ["TRP101"]}), lint.root) == {("main.py", 4, "TRP101")}
+    configured = lint({"main.py": source}, {"select": ["TRP101"], "seed-functions": ["labtools.repro.fix_all"]})
+    assert reported(configured, lint.root) == set()
+
+
+def test_configured_deterministic_function_enables_deterministic_mode(lint):
+    source = (
+        "import torch\nfrom labtools.repro import strict_mode\n\nif __name__ == '__main__':\n"
+        "    torch.backends.cudnn.deterministic = True\n    strict_mode()\n"
+    )
+    assert reported(lint({"main.py": source}, {"select": ["TRP202"]}), lint.root) == {("main.py", 5, "TRP202")}
+    configured = lint({"main.py": source}, {"select": ["TRP202"], "deterministic-functions": ["labtools.repro.strict_mode"]})
+    assert reported(configured, lint.root) == set()
