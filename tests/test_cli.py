@@ -196,3 +196,13 @@ def test_catalog_command_prints_the_configured_release(tmp_path, monkeypatch, ca
     code, out, _ = run(capsys, "catalog", "--torch-version", "2.13")
     assert code == 0 and "torch.nn.functional.grid_sample" in out
     assert run(capsys, "catalog", "--torch-version", "latest")[0] == 2
+
+
+def test_pathologically_deep_code_is_trp000_not_a_crash(project, capsys):
+    # LibCST's native parser crashes the process on this; CPython's parser refuses it first.
+    (project / "deep.py").write_text("x = " + "+".join(["a"] * 8000) + "\n")
+    (project / "long.py").write_text("y = " + "+".join(["b"] * 1500) + "\n")  # parses: must not crash us
+    code, out, err = run(capsys, "check", "--quiet")
+    assert "deep.py:1:1: TRP000 error: file is too deeply nested to parse" in out
+    assert "long.py" not in out and "bad.py:3:1: TRP101" in out
+    assert code == 1 and err == ""

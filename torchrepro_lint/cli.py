@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="lint files and directories (default: .)")
     check.add_argument("paths", nargs="*", type=Path, help="files or directories; `-` reads standard input")
     check.add_argument("--output-format", choices=sorted(REPORTERS), default="text")
+    check.add_argument("--output-file", type=Path, help="write the report to this file (atomically) instead of stdout")
     check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable (replaces the default)")
     check.add_argument("--extend-select", type=_codes, default=[], help="codes or prefixes to enable in addition")
     check.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
@@ -97,11 +98,19 @@ def _check(args: argparse.Namespace) -> int:
         result = lint_sources([(stdin_name, stdin_text)], config)
     else:
         result = lint_paths(paths, config, force_exclude=args.force_exclude)
-    return _report(args, result)
+    return _report(args, result, config)
 
 
-def _report(args: argparse.Namespace, result) -> int:
-    sys.stdout.write(REPORTERS[args.output_format](result, quiet=args.quiet, unsafe_fixes=args.unsafe_fixes))
+def _report(args: argparse.Namespace, result, config: Config) -> int:
+    report = REPORTERS[args.output_format](result, quiet=args.quiet, unsafe_fixes=args.unsafe_fixes, config=config)
+    if args.output_file is None:
+        sys.stdout.write(report)
+    else:
+        try:
+            _write_output(args.output_file, report)
+        except OSError as exc:
+            print(f"torchrepro-lint: error: cannot write {args.output_file}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_ERROR
     for error in result.errors:
         print(f"torchrepro-lint: error: {error}", file=sys.stderr)
     if result.errors:
@@ -141,7 +150,17 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
     if outcome.applied and not args.quiet and args.output_format == "text":
         count = len(outcome.applied)
         print(f"Fixed {count} finding{'s' if count != 1 else ''} in {len(outcome.fixed)} file{'s' if len(outcome.fixed) != 1 else ''}.")
-    return _report(args, outcome.result)
+    return _report(args, outcome.result, config)
+
+
+def _write_output(path: Path, text: str) -> None:
+    """--output-file: replaced atomically, so a reader (an upload step) never sees half a report."""
+    existed = path.exists()
+    write_atomically(path, text)
+    if not existed:  # the temporary file was private (0600); give it the mode a new file gets
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o666 & ~umask)
 
 
 def _apply_cli(config: Config, args: argparse.Namespace) -> None:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import traceback
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
-
-import libcst as cst
 
 from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
@@ -18,7 +15,7 @@ from torchrepro_lint.project.index import ProjectIndex
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.project.programs import find_programs
 from torchrepro_lint.rules import Rule, all_rules
-from torchrepro_lint.source import SourceError, SourceFile, read_source
+from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
 
 PARSE_ERROR = "TRP000"
 
@@ -69,10 +66,14 @@ def lint_paths(paths: list[Path], config: Config, *, force_exclude: bool = False
     return lint_sources(((path, None) for path in files), config, errors)
 
 
-def lint_sources(sources, config: Config, errors: list[str] | None = None) -> LintResult:
-    """Lint (path, text-or-None) pairs; None means read the file from disk."""
+def lint_sources(sources, config: Config, errors: list[str] | None = None, *, make_index=ProjectIndex) -> LintResult:
+    """Lint (path, text-or-None) pairs; None means read the file from disk.
+
+    `make_index(root, helpers)` builds the empty ProjectIndex to fill: an integration that lints
+    one file at a time passes one that reuses modules it parsed before.
+    """
     result = LintResult(errors=list(errors or []))
-    project = ProjectIndex(config.root, _config_helpers(config))
+    project = make_index(config.root, _config_helpers(config))
     parse_failures: list[Finding] = []
     for path, text in sources:
         result.files_checked += 1
@@ -81,10 +82,14 @@ def lint_sources(sources, config: Config, errors: list[str] | None = None) -> Li
             project.add(source)
         except SourceError as exc:
             result.errors.append(f"{path.as_posix()}: {exc}")
-        except cst.ParserSyntaxError as exc:
-            parse_failures.append(_parse_error(path, source.text, exc))
         except RecursionError:
-            parse_failures.append(Finding(PARSE_ERROR, "file is too deeply nested to parse", Severity.ERROR, path.as_posix(), 1, 1, 1, 1))
+            parse_failures.append(
+                Finding(PARSE_ERROR, "file is too deeply nested to analyse", Severity.ERROR, path.as_posix(), 1, 1, 1, 1)
+            )
+        except ParseFailure as exc:
+            parse_failures.append(
+                Finding(PARSE_ERROR, exc.message, Severity.ERROR, path.as_posix(), exc.row, exc.column, exc.row, exc.column)
+            )
 
     rules = enabled_rules(config)
     selection = selection_from(config)
@@ -134,25 +139,6 @@ def _per_file_ignored(finding: Finding, config: Config) -> bool:
             if any(c.upper() == "ALL" or finding.code.startswith(c.upper()) for c in codes):
                 return True
     return False
-
-
-def _parse_error(path: Path, text: str, exc: cst.ParserSyntaxError) -> Finding:
-    """TRP000 with CPython's own message and position, which are more precise than LibCST's."""
-    try:
-        compile(text, str(path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as error:
-        row, column = error.lineno or 1, max(error.offset or 1, 1)
-        message = f"file does not parse: {error.msg}"
-    except (ValueError, RecursionError, MemoryError):
-        row, column, message = exc.raw_line, exc.raw_column + 1, f"file does not parse: {_first_line(exc.message)}"
-    else:  # valid Python that LibCST does not support (yet)
-        row, column = exc.raw_line, exc.raw_column + 1
-        message = f"LibCST cannot parse this file ({_first_line(exc.message)}); it was not checked"
-    return Finding(PARSE_ERROR, message, Severity.ERROR, path.as_posix(), row, column, row, column)
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else "syntax error"
 
 
 def _last_line(text: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -15,6 +16,14 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 class SourceError(Exception):
     """A file that cannot be linted: unreadable, undecodable. The message names the problem."""
+
+
+class ParseFailure(Exception):
+    """A file that does not parse (reported as TRP000): CPython's message and 1-based position."""
+
+    def __init__(self, message: str, row: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.message, self.row, self.column = message, row, column
 
 
 def read_source(path: Path) -> str:
@@ -79,8 +88,27 @@ class SourceFile:
 
     @cached_property
     def module(self) -> cst.Module:
-        """Parse once. Raises libcst.ParserSyntaxError for invalid code."""
-        return cst.parse_module(self.text)
+        """Parse once with LibCST, behind CPython's own parser (about 6% of LibCST's cost).
+
+        CPython gives precise syntax-error positions, and it refuses pathologically deep code
+        (an 8000-term expression) that would crash LibCST's native parser outright.
+        Raises ParseFailure.
+        """
+        try:
+            compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as error:
+            raise ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
+        except (RecursionError, MemoryError, ValueError):
+            raise ParseFailure("file is too deeply nested to parse") from None
+        try:
+            return cst.parse_module(self.text)
+        except cst.ParserSyntaxError as error:
+            first = error.message.strip().splitlines()[0] if error.message.strip() else "parser error"
+            raise ParseFailure(
+                f"LibCST cannot parse this file ({first}); it was not checked", error.raw_line, error.raw_column + 1
+            ) from None
+        except RecursionError:
+            raise ParseFailure("file is too deeply nested to parse") from None
 
     @cached_property
     def lines(self) -> list[str]:

@@ -226,7 +226,7 @@ class Lowering:
                     if callee and (callee.startswith(LOCAL) or _root(callee) not in EXTERNAL_ROOTS):
                         out.append(ir.Assign(target.value, ir.Instance(callee)))
                         continue
-                out.append(ir.Assign(target.value, self.value(value)))
+                out.append(ir.Assign(target.value, self.value(value, name=target.value)))
         return out
 
     # -- calls -------------------------------------------------------------------------
@@ -463,7 +463,9 @@ class Lowering:
         return False
 
     # -- values ------------------------------------------------------------------------
-    def value(self, expr: cst.BaseExpression) -> ir.Value:
+    def value(self, expr: cst.BaseExpression, name: str | None = None) -> ir.Value:
+        """`name`: for an assignment's value, an opaque result is keyed by the variable's name
+        (`det = cfg.get("det")`, later `if det:`) instead of generating the expression's text."""
         literal = _literal(expr, _MISSING)
         if literal is not _MISSING:
             return ir.Const(literal)
@@ -485,8 +487,14 @@ class Lowering:
                 return test if body else ir.Not(test)
         if isinstance(expr, cst.BooleanOperation):
             op = "and" if isinstance(expr.operator, cst.And) else "or"
-            return ir.BoolOp(op, (self.value(expr.left), self.value(expr.right)), self.index.module.code_for_node(expr))
-        return ir.Opaque(dotted(expr) or self.index.module.code_for_node(expr))
+            return ir.BoolOp(op, (self.value(expr.left), self.value(expr.right)), self._text(expr))
+        return ir.Opaque(dotted(expr) or (name and f"<{name}>") or self._text(expr))
+
+    def _text(self, expr: cst.BaseExpression) -> str:
+        try:
+            return self.index.module.code_for_node(expr)
+        except RecursionError:
+            return f"<expression {id(expr)}>"  # correlates with nothing
 
 
 _MISSING = object()

@@ -19,7 +19,7 @@ from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import Lowering
 from torchrepro_lint.project.known_apis import Helper
-from torchrepro_lint.source import SourceError, SourceFile, read_source
+from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
 
 
 @dataclass(eq=False)
@@ -83,8 +83,11 @@ class ProjectIndex:
     _named: dict[tuple[str, Path], ProjectModule | None] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
 
+    def __post_init__(self) -> None:
+        _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
+
     def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
-        """Index a parsed file. Raises libcst.ParserSyntaxError if it does not parse."""
+        """Index a file. Raises source.ParseFailure if it does not parse."""
         path = source.path.resolve()
         name, package, search_root = module_identity(path)
         index = ModuleIndex(source, package)
@@ -128,7 +131,7 @@ class ProjectIndex:
             if not candidate.is_file() or not candidate.is_relative_to(self.root):
                 return None
             return self.add(SourceFile(candidate, read_source(candidate)), linted=False)
-        except (SourceError, cst.ParserSyntaxError, RecursionError) as exc:
+        except (SourceError, ParseFailure) as exc:
             self.load_errors[candidate] = str(exc)
             return None
 

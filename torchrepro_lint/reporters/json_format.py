@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from torchrepro_lint import rule_url
+from torchrepro_lint.config import Config
 from torchrepro_lint.findings import Finding, LintResult
 
 
@@ -36,5 +37,5 @@ def finding_to_dict(finding: Finding) -> dict:
     }
 
 
-def render_json(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool = False) -> str:
+def render_json(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool = False, config: Config | None = None) -> str:
     return json.dumps([finding_to_dict(f) for f in result.findings], indent=2) + "\n"

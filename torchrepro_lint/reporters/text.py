@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from torchrepro_lint.config import Config
 from torchrepro_lint.findings import LintResult
 
 
-def render_text(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool = False) -> str:
+def render_text(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool = False, config: Config | None = None) -> str:
     lines = []
     for f in result.findings:
         marker = " [*]" if _fixable(f, unsafe_fixes) else ""

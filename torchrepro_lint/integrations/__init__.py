@@ -1,0 +1,1 @@
+"""Integrations with other tools: the flake8 plugin and the caches it needs."""
