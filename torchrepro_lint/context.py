@@ -29,6 +29,21 @@ class LintContext:
                     self._reaching.setdefault(module_id, []).append(program)
         return self._reaching.get(id(module), [])
 
+    def programs_running(self, module: ProjectModule, node: cst.CSTNode) -> list[Program]:
+        """The programs that run the code around `node`: its module's top level, or the
+        function or method (outermost `def`) that contains it. Finer than programs_reaching."""
+        path = []
+        for ancestor in module.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                path.append((ancestor, ancestor.name.value))
+        functions = [i for i, (n, _) in enumerate(path) if isinstance(n, cst.FunctionDef)]
+        programs = self.programs_reaching(module)
+        if not functions:
+            return programs
+        outer = functions[-1]
+        key = (id(module), ".".join(name for _, name in reversed(path[outer:])))
+        return [p for p in programs if key in p.facts.functions]
+
     def report(
         self,
         rule: Rule,

@@ -61,6 +61,7 @@ class Facts:
     spawns: list[tuple[Occurrence, bool, "Facts"]] = field(default_factory=list)
     truncated: bool = False
     modules: set = field(default_factory=set)  # ids of the modules whose code ran
+    functions: set = field(default_factory=set)  # (module id, function path) of the functions called
 
     def add(self, kind: str, occurrence: Occurrence) -> None:
         self.effects.setdefault(kind, {}).setdefault(occurrence.site, occurrence)
@@ -79,6 +80,7 @@ class Facts:
             self.late_seeds.setdefault(anchor, consumed)
         self.truncated = self.truncated or other.truncated
         self.modules |= other.modules
+        self.functions |= other.functions
 
 
 @dataclass
@@ -286,6 +288,7 @@ class Interpreter:
         key = (id(symbol.module), symbol.path)
         if function is None or key in self.stack or len(self.stack) >= MAX_DEPTH:
             return states
+        self.facts.functions.add(key)
         if not self.effectful(symbol):
             return states
         params = function.params[1:] if skip_first and function.params else function.params

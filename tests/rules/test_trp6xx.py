@@ -1,0 +1,280 @@
+"""Order of the environment (TRP601-603): sinks, traps and regressions from real code."""
+
+from __future__ import annotations
+
+from conftest import reported
+
+
+def lines(lint, code_text, rule):
+    result = lint(code_text, {"select": [rule]})
+    assert not result.errors, result.errors
+    return {row for _, row, _ in reported(result, lint.root, rule)}
+
+
+# -- TRP601 ---------------------------------------------------------------------------------
+def test_trp601_sinks(lint):
+    assert lines(
+        lint,
+        """import glob
+import os
+import random
+from pathlib import Path
+
+def f(root, other):
+    a = os.listdir(root)
+    label = a.index("cat")
+    b = glob.glob(root + "/*")
+    random.shuffle(b)
+    c = [p for p in Path(root).glob("*.png")]
+    first = c[0]
+    with os.scandir(root) as it:
+        names = [e.name for e in it]
+    head = names[:10]
+    for name in os.listdir(other):
+        if name.endswith(".pt"):
+            return name, label, first, head
+""",
+        "TRP601",
+    ) == {7, 9, 11, 13, 16}
+
+
+def test_trp601_first_match_needs_a_selection(lint):
+    assert lines(
+        lint,
+        """import os
+
+def f(root):
+    found = False
+    for name in os.listdir(root):
+        if name.endswith(".pt"):
+            found = True
+            break
+    chosen = None
+    for name in os.listdir(root):
+        if name.endswith(".pt"):
+            chosen = name
+            break
+    return found, chosen
+""",
+        "TRP601",
+    ) == {10}
+
+
+def test_trp601_unknown_consumers_and_receivers_stay_silent(lint):
+    assert lines(
+        lint,
+        """import glob
+import os
+
+def listing(root, store):
+    files = glob.glob(root + "/*.jpg")
+    store.save(files)
+    more = store.glob("*.jpg")
+    return [os.path.join(root, f) for f in os.listdir(root)], more[0]
+
+def stream(root):
+    for f in os.listdir(root):
+        yield f
+""",
+        "TRP601",
+    ) == set()
+
+
+def test_trp601_dataset_constructor_and_attribute(lint):
+    assert lines(
+        lint,
+        """import os
+from torch.utils.data import Dataset
+
+class Files(Dataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __getitem__(self, i):
+        return self.paths[i]
+
+def build(root):
+    return Files(os.listdir(root))
+""",
+        "TRP601",
+    ) == {12}
+
+
+def test_trp601_os_walk_forms(lint):
+    assert lines(
+        lint,
+        """import os
+
+def sorted_walk(root):
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for f in sorted(filenames):
+            out.append(os.path.join(dirpath, f))
+    return out[0]
+
+def half_sorted_walk(root):
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for f in filenames:
+            out.append(os.path.join(dirpath, f))
+    return out[0]
+
+def classes(root):
+    names = next(os.walk(root))[1]
+    top = next(os.walk(root))[0]
+    _, dirs, _ = next(os.walk(root))
+    return {c: i for i, c in enumerate(names)}, top, dirs[0]
+""",
+        "TRP601",
+    ) == {13, 20, 22}
+
+
+def test_trp601_parallel_lists_from_one_walk_pair_up_in_any_order(lint):
+    # Regression (timm's folder reader): filenames and labels are appended side by side in the
+    # same loop, so zip() pairs them correctly whatever the walk order; the result is sorted.
+    assert lines(
+        lint,
+        """import os
+
+def find_images(folder, sort=True):
+    labels = []
+    filenames = []
+    for root, subdirs, files in os.walk(folder):
+        label = os.path.basename(root)
+        for f in files:
+            filenames.append(os.path.join(root, f))
+            labels.append(label)
+    pairs = [(f, l) for f, l in zip(filenames, labels)]
+    if sort:
+        pairs = sorted(pairs)
+    return pairs
+""",
+        "TRP601",
+    ) == set()
+
+
+def test_trp601_zip_of_independent_listings_is_still_reported(lint):
+    assert lines(
+        lint,
+        """import glob
+
+def pairs(root):
+    images = []
+    for p in glob.glob(root + "/img/*"):
+        images.append(p)
+    masks = sorted(glob.glob(root + "/mask/*"))
+    return list(zip(images, masks))
+""",
+        "TRP601",
+    ) == {5}
+
+
+def test_trp601_enumerate_counter_used_only_for_logging(lint):
+    # Regression (timm's tar reader): the index only numbers progress messages.
+    assert lines(
+        lint,
+        """import glob
+import logging
+
+_logger = logging.getLogger(__name__)
+
+def scan(root):
+    tars = glob.glob(root + "/*.tar")
+    info = {"trees": []}
+    for i, fn in enumerate(tars):
+        _logger.debug(f"{i}/{len(tars)}: {fn}")
+        info["trees"].append(fn)
+    for j, fn in enumerate(glob.glob(root + "/*.idx")):
+        info[fn] = j
+    return info
+""",
+        "TRP601",
+    ) == {12}
+
+
+# -- TRP602 ---------------------------------------------------------------------------------
+def test_trp602_string_evidence_and_sinks(lint):
+    assert lines(
+        lint,
+        """import os
+
+def f(path, names: set[str], words):
+    lines = set(line.strip() for line in open(path))
+    ordered = list(lines)
+    first = next(iter(names))
+    w2i = {}
+    for w in frozenset(os.listdir(path)):
+        w2i[w] = len(w2i)
+    opaque = list(set(words))
+    return ordered, first, w2i, opaque
+""",
+        "TRP602",
+    ) == {5, 6, 8}
+
+
+def test_trp602_order_free_uses(lint):
+    assert lines(
+        lint,
+        """def f(text, counts):
+    words = set(text.split())
+    joined = ", ".join(words)
+    lookup = {w: counts[w] for w in words}
+    biggest = max(words, key=len)
+    for w in words:
+        counts[w] = counts.get(w, 0) + 1
+    return joined, lookup, biggest, sorted(words, key=str.lower)
+""",
+        "TRP602",
+    ) == set()
+
+
+def test_trp602_sets_built_by_add_and_reported_once(lint):
+    assert lines(
+        lint,
+        """def vocab(lines):
+    seen = set()
+    for line in lines:
+        for token in line.split():
+            seen.add(token.lower())
+    extra = seen | {"<pad>", "<unk>"}
+    return dict(enumerate(extra))
+""",
+        "TRP602",
+    ) == {7}
+
+
+# -- TRP603 ---------------------------------------------------------------------------------
+def test_trp603_consumers(lint):
+    assert lines(
+        lint,
+        """import torch
+from torch.nn.utils import clip_grad_norm_
+
+class Lion(torch.optim.Optimizer):
+    pass
+
+def f(model, head):
+    clip_grad_norm_(set(model.parameters()), 1.0)
+    modules = list(set(model.modules()))
+    shared = set()
+    for p in head.parameters():
+        shared.add(p)
+    opt = Lion(shared)
+    count = len(set(model.parameters()))
+    return modules, opt, count
+""",
+        "TRP603",
+    ) == {8, 9, 13}
+
+
+def test_trp603_named_parameter_names_are_strings_not_parameters(lint):
+    result = lint(
+        """def groups(model):
+    names = {n for n, p in model.named_parameters() if p.ndim < 2}
+    return list(names)
+""",
+        {"select": ["TRP602", "TRP603"]},
+    )
+    assert {(row, code) for _, row, code in reported(result, lint.root)} == {(3, "TRP602")}

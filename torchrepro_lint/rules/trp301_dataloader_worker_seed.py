@@ -1,0 +1,306 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import arg, derives_from, flow, int_value, is_none, literal, programs_for
+from torchrepro_lint.findings import Severity
+from torchrepro_lint.project.programs import seeds_torch
+from torchrepro_lint.rules.base import Example, Rule
+
+DATALOADER = "torch.utils.data.DataLoader"
+# Library loaders that are DataLoader subclasses and pass **kwargs on to it.
+LIBRARY_LOADERS = frozenset(
+    {
+        DATALOADER,
+        "torch_geometric.loader.DataLoader",
+        "torch_geometric.loader.DenseDataLoader",
+        "torch_geometric.loader.NeighborLoader",
+        "torch_geometric.loader.LinkNeighborLoader",
+        "torch_geometric.data.DataLoader",
+    }
+)
+# torch.utils.data.DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
+#                             collate_fn, pin_memory, drop_last, timeout, worker_init_fn,
+#                             multiprocessing_context, generator, ...)
+LIGHTNING_MODULES = frozenset(
+    f"{root}.{name}"
+    for root in ("lightning", "lightning.pytorch", "pytorch_lightning", "pytorch_lightning.core")
+    for name in ("LightningDataModule", "LightningModule")
+)
+POSITION = {"num_workers": 5, "worker_init_fn": 10, "generator": 12}
+SEEDING_KEYS = ("worker_init_fn", "generator")
+
+
+class DataLoaderWorkerSeed(Rule):
+    code = "TRP301"
+    name = "dataloader-worker-seed"
+    summary = "A DataLoader with worker processes but neither `generator=` nor `worker_init_fn=`."
+    why = (
+        "Without a `generator`, each pass over the loader draws the workers' base seed (and a "
+        "shuffling loader draws its order) from torch's global generator. Any other draw in "
+        "between (an extra evaluation pass, a debug batch, a new layer) shifts the data stream "
+        "and every random augmentation in the workers; in a program that never seeds torch the "
+        "worker seeds are simply random."
+    )
+    severity = Severity.WARNING
+    fix_safety = "unsafe"
+    fix = (
+        "Give the loader its own seeded generator and seed the workers from it, as in PyTorch's "
+        "reproducibility notes:\n\n"
+        "```python\n"
+        "def seed_worker(worker_id):\n"
+        "    worker_seed = torch.initial_seed() % 2**32\n"
+        "    numpy.random.seed(worker_seed)\n"
+        "    random.seed(worker_seed)\n\n"
+        "g = torch.Generator()\n"
+        "g.manual_seed(seed)\n"
+        "DataLoader(dataset, num_workers=4, worker_init_fn=seed_worker, generator=g)\n"
+        "```\n\n"
+        "The fix is unsafe: it changes which samples and augmentations a run sees."
+    )
+    decisions = (
+        "Either argument is enough to stay silent: `generator=` fixes the base seed and the "
+        "shuffle order, and a user's `worker_init_fn` is trusted to seed the workers. "
+        "`num_workers` counts as possibly > 0 when it is a positive literal, any non-literal "
+        "expression (`args.workers`, `min(8, os.cpu_count())`), or a key of a `**kwargs` dict "
+        "built in the same function (literal, `dict(...)`, `.update(...)`, `d[k] = v`, "
+        "`a if c else b`; a conditional `.update` counts as made). A dict that is partly opaque "
+        "(a parameter, a call's result) silences the rule, as does `*args`. Project subclasses "
+        "of DataLoader and PyTorch Geometric's loaders count, by keyword only; a subclass whose "
+        "own code passes `generator`/`worker_init_fn` is trusted. A loader built in a Lightning "
+        "(data)module is not reported when the project calls `seed_everything(..., workers=True)`: "
+        "Lightning then adds its own worker_init_fn. Severity is a note when every "
+        "program that runs the call's function seeds torch (the stream is reproducible, but "
+        "fragile), a warning otherwise. For a method no program is seen calling (a framework "
+        "hook), the programs that reach its module decide; for a plain function nobody calls, "
+        "the level is a warning and the message names both outcomes."
+    )
+    hazards = (
+        Example(
+            '''import torch
+from torch.utils.data import DataLoader
+
+def make_loader(dataset, args):
+    return DataLoader(dataset, batch_size=32, shuffle=True, num_workers=args.workers)  # <-- TRP301
+''',
+            "Workers from configuration, no generator",
+        ),
+        Example(
+            '''import torch
+
+def loaders(train_set, use_cuda):
+    kwargs = {"batch_size": 64}
+    if use_cuda:
+        kwargs.update({"num_workers": 2, "pin_memory": True, "shuffle": True})
+    return torch.utils.data.DataLoader(train_set, **kwargs)  # <-- TRP301
+''',
+            "num_workers arrives through a dict filled with .update()",
+        ),
+        Example(
+            '''from torch.utils.data import DataLoader as DL
+
+class FastLoader(DL):
+    pass
+
+def build(ds, image_weights, workers=8):
+    loader_cls = DL if image_weights else FastLoader
+    return loader_cls(ds, batch_size=16, num_workers=workers)  # <-- TRP301
+''',
+            "A class variable bound to DataLoader or a project subclass",
+        ),
+        Example(
+            '''import torch
+from torch.utils.data import DataLoader
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    ds = torch.utils.data.TensorDataset(torch.randn(100, 3))
+    kwargs = {"num_workers": 4, "pin_memory": True} if torch.cuda.is_available() else {}
+    loader = DataLoader(ds, batch_size=10, **kwargs)  # <-- TRP301
+''',
+            "A conditional dict, in a seeded program (reported as a note)",
+        ),
+    )
+    traps = (
+        Example(
+            '''from torch.utils.data import DataLoader
+
+def make_loader(ds):
+    return DataLoader(ds, batch_size=8, shuffle=True)
+''',
+            "num_workers absent: everything happens in the main process",
+        ),
+        Example(
+            '''from torch.utils.data import DataLoader
+
+def make_loader(ds, **loader_kwargs):
+    return DataLoader(ds, batch_size=8, **loader_kwargs)
+''',
+            "Opaque **kwargs received as a parameter",
+        ),
+        Example(
+            '''import random
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+def seed_worker(worker_id):
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+
+def make_loader(ds, seed):
+    g = torch.Generator()
+    g.manual_seed(seed)
+    opts = {"num_workers": 4, "worker_init_fn": seed_worker, "generator": g}
+    return DataLoader(ds, batch_size=8, shuffle=True, **opts)
+''',
+            "Both arguments passed through a visible dict",
+        ),
+        Example(
+            '''from torch.utils.data import DataLoader
+
+def make_loader(ds, debug):
+    workers = 0
+    return DataLoader(ds, batch_size=8, num_workers=workers)
+''',
+            "num_workers bound to 0",
+        ),
+        Example(
+            '''import torch
+from torch.utils.data import DataLoader
+
+def make_loader(ds, seed):
+    return DataLoader(ds, num_workers=4, generator=torch.Generator().manual_seed(seed))
+''',
+            "A seeded generator alone fixes base seeds and order",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        data = flow(index)
+        for site in index.calls:
+            call = site.node
+            candidates = data.callee_classes(call.func, call)
+            kinds = [self._loader_kind(context.project, module, q) for q in candidates]
+            kinds = [k for k in kinds if k is not None]
+            if not kinds or "provides" in kinds:
+                continue
+            positional_ok = all(k == "torch" for k in kinds)
+            if any(a.star == "*" for a in call.args):
+                continue
+            explicit = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            if positional_ok:
+                for key, position in POSITION.items():
+                    value = arg(call, position, None)
+                    if value is not None:
+                        explicit.setdefault(key, value)
+            view = literal(explicit)
+            for a in call.args:
+                if a.star == "**":
+                    view = view.merged(data.dict_view(a.value, call))
+            if not view.complete:
+                continue
+            workers = self._hazardous_workers(data, view)
+            if workers is None:
+                continue
+            if self._lightning_seeds_workers(context, module, call):
+                continue
+            programs = programs_for(context, module, call)
+            seeded = None if not programs else all(seeds_torch(p.facts) for p in programs)
+            severity = Severity.NOTE if seeded else Severity.WARNING
+            yield context.report(self, module, call, self._message(workers, seeded, module), severity)
+
+    @staticmethod
+    def _loader_kind(project, module, qualname: str) -> str | None:
+        """"torch" for a library loader, "subclass" for a project subclass, "provides" for a
+        subclass that passes a generator or worker_init_fn itself, None otherwise."""
+        if qualname in LIBRARY_LOADERS:
+            return "torch" if qualname == DATALOADER else "subclass"
+        symbol = derives_from(project, module, qualname, LIBRARY_LOADERS)
+        if symbol is None or symbol is True:
+            return None
+        klass = symbol.module.index.classes.get(symbol.path)
+        if klass is not None:
+            for node in symbol.module.index.calls:
+                if any(a.keyword is not None and a.keyword.value in SEEDING_KEYS for a in node.node.args):
+                    if any(ancestor is klass for ancestor in symbol.module.index.ancestors(node.node)):
+                        return "provides"
+        return "subclass"
+
+    @staticmethod
+    def _hazardous_workers(data, view) -> cst.BaseExpression | None:
+        """The num_workers expression of a dict option that may start workers without either
+        seeding argument, else None."""
+        for option in view.options:
+            if any(key in option and not is_none(option[key]) for key in SEEDING_KEYS):
+                continue
+            workers = option.get("num_workers")
+            if workers is None or not _may_be_positive(data, workers):
+                continue
+            return workers
+        return None
+
+    @staticmethod
+    def _lightning_seeds_workers(context, module, call: cst.Call) -> bool:
+        """A loader built in a Lightning module or datamodule, in a project that calls
+        `seed_everything(..., workers=True)`: Lightning adds its own worker_init_fn."""
+        klass = module.index.enclosing(call, cst.ClassDef)
+        if klass is None:
+            return False
+        path = ".".join(
+            n.name.value for n in reversed([klass, *[a for a in module.index.ancestors(klass) if isinstance(a, cst.ClassDef)]])
+        )
+        if derives_from(context.project, module, "@." + path, LIGHTNING_MODULES) is None:
+            return False
+        for other in context.project.modules.values():
+            for site in other.index.calls:
+                name = site.qualname or (site.node.func.attr.value if isinstance(site.node.func, cst.Attribute) else "")
+                if name.rsplit(".", 1)[-1] == "seed_everything":
+                    workers = arg(site.node, 1, "workers")
+                    if isinstance(workers, cst.Name) and workers.value == "True":
+                        return True
+        return False
+
+    def _message(self, workers: cst.BaseExpression, seeded: bool | None, module) -> str:
+        text = " ".join(module.source.module.code_for_node(workers).split())
+        if len(text) > 30:
+            text = text[:27] + "..."
+        if seeded:
+            consequence = (
+                "worker seeds and the shuffle order are drawn from torch's global generator, so any "
+                "other draw before a pass (an extra eval batch, a new layer) shifts the data stream"
+            )
+        elif seeded is None:
+            consequence = (
+                "worker seeds and the shuffle order are drawn from torch's global generator: random "
+                "in a program that does not seed torch, and shifted by any other draw in one that does"
+            )
+        else:
+            consequence = (
+                "worker seeds and the shuffle order are drawn from torch's global generator, which "
+                "this program does not seed, so every run sees different augmentations and order"
+            )
+        return (
+            f"DataLoader with `num_workers={text}` but neither `generator=` nor `worker_init_fn=`: "
+            f"{consequence}; pass `generator=` a seeded `torch.Generator()` and "
+            f"`worker_init_fn=seed_worker`"
+        )
+
+
+def _may_be_positive(data, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 4:
+        return True
+    value = int_value(expr)
+    if value is not None:
+        return value > 0
+    if isinstance(expr, cst.IfExp):
+        return _may_be_positive(data, expr.body, depth + 1) or _may_be_positive(data, expr.orelse, depth + 1)
+    if isinstance(expr, cst.Name):
+        if is_none(expr) or expr.value == "False":
+            return False
+        bound = data.reaching_value(expr)
+        if bound is not None and data.parameter(expr) is None:
+            return _may_be_positive(data, bound, depth + 1)
+    return True

@@ -1,0 +1,356 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import DATASET_BASES, DATASET_PREFIXES, derives_from, flow, self_attribute, subtree
+from torchrepro_lint.rules.base import Example, Rule
+
+RNG_CONSTRUCTORS = {
+    "numpy.random.default_rng": "np.random.default_rng",
+    "numpy.random.RandomState": "np.random.RandomState",
+    "numpy.random.Generator": "np.random.Generator",
+    "random.Random": "random.Random",
+    "torch.Generator": "torch.Generator",
+}
+TRANSFORM_PREFIXES = ("torchvision.transforms.", "albumentations.")
+DRAWING_METHODS = ("__getitem__", "__getitems__", "__iter__", "__call__")
+WORKER_INFO = "torch.utils.data.get_worker_info"
+RESEEDING_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "__setstate__"})
+COMPOSERS = frozenset({"Compose", "RandomApply", "RandomChoice", "RandomOrder", "OneOf", "SomeOf"})
+TRANSFORM_KEYWORDS = frozenset({"transform", "transforms", "target_transform", "pre_transform", "augment", "augmentation"})
+
+
+class DatasetHeldRng(Rule):
+    code = "TRP303"
+    name = "dataset-held-rng"
+    summary = "A Dataset or transform keeps an RNG object on `self` and draws from it in worker processes."
+    why = (
+        "DataLoader workers each receive a copy of the dataset, and with it an identical copy of "
+        "any generator object stored on it. PyTorch reseeds torch, `random` and NumPy's global "
+        "generators in every worker, but not your objects: all workers produce the same random "
+        "stream (duplicated crops and masks across a batch), and since workers restart from the "
+        "pickled copy every epoch, the same stream repeats every epoch."
+    )
+    fix = (
+        "Create the generator lazily, once per worker, from the worker's seed:\n\n"
+        "```python\n"
+        "def _generator(self):\n"
+        "    if self._rng is None:\n"
+        "        info = torch.utils.data.get_worker_info()\n"
+        "        seed = info.seed if info is not None else torch.initial_seed()\n"
+        "        self._rng = np.random.default_rng(seed % 2**32)\n"
+        "    return self._rng\n"
+        "```\n\n"
+        "or reseed it from a `worker_init_fn` that calls `get_worker_info()`; or draw from "
+        "torch's global generator, which the DataLoader seeds per worker."
+    )
+    decisions = (
+        "Datasets are project classes deriving from `Dataset`/`IterableDataset` (also "
+        "torchvision datasets and PyTorch Geometric's `Dataset`/`InMemoryDataset`). A transform "
+        "is a class with `__call__` that derives from a torchvision or albumentations transform, "
+        "or that the project passes to a `Compose([...])` or as `transform=` (or a similar "
+        "keyword). Draws are uses of the attribute in `__getitem__`/`__getitems__`/`__iter__`/"
+        "`__call__` or in methods they call on `self`. Not reported: a class that calls "
+        "`get_worker_info()`; an attribute assigned or reseeded (`.seed()`, `.manual_seed()`, "
+        "`.set_state()`) in a method other than `__init__` (a per-worker or per-epoch reseed "
+        "hook); an attribute that a function calling `get_worker_info()` anywhere in the project "
+        "touches (a reseeding `worker_init_fn`). The same generator in a Sampler is fine: "
+        "samplers run in the main process. No fix: the right seed depends on the design."
+    )
+    hazards = (
+        Example(
+            '''import numpy as np
+from torch.utils.data import Dataset
+
+class NoisyImages(Dataset):
+    def __init__(self, images, seed=0):
+        self.images = images
+        self.rng = np.random.default_rng(seed)  # <-- TRP303
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.images[i] + self.rng.normal(size=self.images[i].shape)
+''',
+            "A seeded NumPy generator on a map-style dataset",
+        ),
+        Example(
+            '''import torch
+from torch.utils.data import IterableDataset
+
+class Stream(IterableDataset):
+    def __init__(self, n):
+        self.n = n
+        self.gen = torch.Generator().manual_seed(0)  # <-- TRP303
+
+    def __iter__(self):
+        for i in torch.randperm(self.n, generator=self.gen):
+            yield int(i)
+''',
+            "A torch.Generator drawn from in __iter__",
+        ),
+        Example(
+            '''import random
+from torchvision import transforms
+
+class RandomMask:
+    def __init__(self, p):
+        self.p = p
+        self.random = random.Random(1234)  # <-- TRP303
+
+    def __call__(self, img):
+        return self._apply(img) if self.random.random() < self.p else img
+
+    def _apply(self, img):
+        return img * 0
+
+pipeline = transforms.Compose([transforms.ToTensor(), RandomMask(0.5)])
+''',
+            "A transform class used in Compose",
+        ),
+    )
+    traps = (
+        Example(
+            '''import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+class Crops(Dataset):
+    def __init__(self, n):
+        self.n = n
+        self.rng = None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.rng is None:
+            info = torch.utils.data.get_worker_info()
+            seed = info.seed if info is not None else 0
+            self.rng = np.random.default_rng(seed % 2**32)
+        return self.rng.integers(0, 100)
+''',
+            "The lazy per-worker pattern",
+        ),
+        Example(
+            {
+                "data.py": '''import numpy as np
+from torch.utils.data import Dataset
+
+class Jitter(Dataset):
+    def __init__(self, n):
+        self.n = n
+        self.rng = np.random.RandomState(0)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.rng.rand()
+''',
+                "train.py": '''import numpy as np
+import torch
+from data import Jitter
+
+def reseed(worker_id):
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = np.random.RandomState(info.seed % 2**32)
+
+if __name__ == "__main__":
+    loader = torch.utils.data.DataLoader(Jitter(10), num_workers=2, worker_init_fn=reseed)
+''',
+            },
+            "A worker_init_fn that reseeds the held generator",
+        ),
+        Example(
+            '''import torch
+from torch.utils.data import Sampler
+
+class Shuffled(Sampler):
+    def __init__(self, n, seed):
+        self.n = n
+        self.g = torch.Generator().manual_seed(seed)
+
+    def __iter__(self):
+        return iter(torch.randperm(self.n, generator=self.g).tolist())
+''',
+            "A sampler runs in the main process",
+        ),
+        Example(
+            '''import numpy as np
+from torch.utils.data import Dataset
+
+class Fixed(Dataset):
+    def __init__(self, n, seed):
+        rng = np.random.default_rng(seed)
+        self.offsets = rng.normal(size=n)
+        self.rng = np.random.default_rng(seed)
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __getitem__(self, i):
+        return self.offsets[i]
+''',
+            "Drawn only in __init__ (the main process), never per item",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        data = flow(index)
+        for path, klass in index.classes.items():
+            methods = data.methods(klass)
+            init = methods.get("__init__")
+            if init is None or not any(m in methods for m in DRAWING_METHODS):
+                continue
+            held = self._held_generators(index, data, klass, init)
+            if not held:
+                continue
+            role = self._role(context, module, path, klass, methods)
+            if role is None or self._calls_worker_info(index, klass):
+                continue
+            drawing = self._drawing_methods(data, klass, methods)
+            for attr, (statement, ctor) in held.items():
+                if not self._drawn(data, klass, attr, drawing):
+                    continue
+                if self._reseeded(data, klass, attr, init) or self._reseeded_by_worker_init(context, attr):
+                    continue
+                where = " / ".join(sorted(m.name.value for m in drawing if m.name.value in DRAWING_METHODS))
+                yield context.report(
+                    self, module, statement,
+                    f"{role} `{klass.name.value}` keeps `self.{attr} = {ctor}(...)` and draws from it in "
+                    f"`{where}`: every DataLoader worker gets an identical copy, so workers repeat each "
+                    f"other's random stream, and it restarts every epoch; create it lazily per worker from "
+                    f"`torch.utils.data.get_worker_info().seed`, or reseed it in a `worker_init_fn`",
+                )
+
+    # -- which classes -------------------------------------------------------------------------
+    def _role(self, context, module, path: str, klass: cst.ClassDef, methods) -> str | None:
+        project = context.project
+        if derives_from(project, module, "@." + path, DATASET_BASES, DATASET_PREFIXES):
+            return "dataset"
+        if "__call__" not in methods:
+            return None
+        if derives_from(project, module, "@." + path, frozenset(), TRANSFORM_PREFIXES):
+            return "transform"
+        if self._used_as_transform(context, module, path):
+            return "transform"
+        return None
+
+    def _used_as_transform(self, context, module, path: str) -> bool:
+        project = context.project
+        for other in project.modules.values():
+            index = other.index
+            for site in index.calls:
+                if not site.qualname or not (site.qualname.endswith(path.rsplit(".", 1)[-1])):
+                    continue
+                symbol = project.resolve(site.qualname, other)
+                if symbol is None or symbol.module is not module or symbol.path != path:
+                    continue
+                if _in_transform_position(index, site.node):
+                    return True
+        return False
+
+    # -- generators held on self -------------------------------------------------------------------
+    def _held_generators(self, index, data, klass, init) -> dict[str, tuple[cst.CSTNode, str]]:
+        held: dict[str, tuple[cst.CSTNode, str]] = {}
+        for node in subtree(init.body, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                continue
+            attr = self_attribute(node.targets[0].target)
+            if attr is None:
+                continue
+            ctor = _rng_constructor(index, node.value)
+            if ctor is not None:
+                held[attr] = (node, ctor)
+        return held
+
+    def _drawing_methods(self, data, klass, methods) -> list[cst.FunctionDef]:
+        """__getitem__/__iter__/__call__ and the methods they call on self, transitively."""
+        seen: dict[str, cst.FunctionDef] = {}
+        queue = [m for m in DRAWING_METHODS if m in methods]
+        while queue:
+            name = queue.pop()
+            if name in seen or name not in methods or name == "__init__":
+                continue
+            seen[name] = methods[name]
+            for node in subtree(methods[name].body):
+                if isinstance(node, cst.Call):
+                    attr = self_attribute(node.func)
+                    if attr is not None and attr in methods:
+                        queue.append(attr)
+        return list(seen.values())
+
+    def _drawn(self, data, klass, attr: str, drawing) -> bool:
+        for use in data.self_attr_uses(klass, attr):
+            if not any(data.inside(use, method) for method in drawing):
+                continue
+            parent = data.parents.get(use)
+            if isinstance(parent, cst.Comparison):
+                continue  # `if self.rng is None`
+            return True
+        return False
+
+    def _reseeded(self, data, klass, attr: str, init) -> bool:
+        """Assigned or reseeded outside __init__: a lazy per-worker creation or a reseed hook."""
+        for store in data.self_attr_stores(klass, attr):
+            if not data.inside(store, init):
+                return True
+        for use in data.self_attr_uses(klass, attr):
+            parent = data.parents.get(use)
+            if isinstance(parent, cst.Attribute) and parent.attr.value in RESEEDING_METHODS and not data.inside(use, init):
+                return True
+            if isinstance(parent, cst.Attribute) and parent.attr.value in ("bit_generator", "state") and data._is_store(parent):
+                return True
+        return False
+
+    def _calls_worker_info(self, index, klass) -> bool:
+        return any(
+            any(a is klass for a in index.ancestors(site.node)) for site in index.calls_to(WORKER_INFO)
+        )
+
+    def _reseeded_by_worker_init(self, context, attr: str) -> bool:
+        """A function anywhere in the project that calls get_worker_info() and touches `.attr`."""
+        for other in context.project.modules.values():
+            index = other.index
+            sites = index.calls_to(WORKER_INFO)
+            if not sites:
+                continue
+            data = flow(index)
+            functions = {id(data.owner(site.node)) for site in sites}
+            for node in data.attribute_names.get(attr, ()):
+                if id(data.owner(node)) in functions:
+                    return True
+        return False
+
+
+def _rng_constructor(index, value: cst.BaseExpression) -> str | None:
+    """`np.random.default_rng(...)`, `torch.Generator().manual_seed(s)`, ... -> display name."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "manual_seed":
+        value = value.func.value
+    if isinstance(value, cst.Call):
+        qualname = index.resolve(value.func, value) if isinstance(value.func, (cst.Name, cst.Attribute)) else None
+        return RNG_CONSTRUCTORS.get(qualname or "")
+    return None
+
+
+def _in_transform_position(index, call: cst.Call) -> bool:
+    """Inside a `Compose([...])`-like call, or passed as `transform=`."""
+    for ancestor in index.ancestors(call):
+        if isinstance(ancestor, cst.Arg) and ancestor.keyword is not None and ancestor.keyword.value in TRANSFORM_KEYWORDS:
+            return True
+        if isinstance(ancestor, cst.Call):
+            if ancestor is call:
+                continue
+            qualname = index.resolve(ancestor.func, ancestor) if isinstance(ancestor.func, (cst.Name, cst.Attribute)) else None
+            return (qualname or "").rsplit(".", 1)[-1] in COMPOSERS
+        if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            break
+    parent = index.parents.get(call)
+    if isinstance(parent, cst.Assign) and any(
+        self_attribute(t.target) in TRANSFORM_KEYWORDS for t in parent.targets
+    ):
+        return True
+    return False

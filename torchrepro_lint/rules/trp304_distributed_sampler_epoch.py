@@ -1,0 +1,221 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import arg, bool_value, derives_from, flow, programs_for, subtree
+from torchrepro_lint.rules.base import Example, Rule
+
+SAMPLER = "torch.utils.data.DistributedSampler"
+SAMPLERS = frozenset({SAMPLER})
+# Frameworks whose training loops call set_epoch on the loader's sampler themselves.
+MANAGED_ROOTS = ("lightning", "pytorch_lightning", "accelerate", "transformers", "ignite", "composer")
+
+
+class DistributedSamplerEpoch(Rule):
+    code = "TRP304"
+    name = "distributed-sampler-epoch"
+    summary = "A shuffling DistributedSampler whose program never calls `set_epoch`."
+    why = (
+        "`DistributedSampler` shuffles with a generator seeded from `seed + epoch`, and `epoch` "
+        "only changes when you call `sampler.set_epoch(epoch)`. Without it every epoch visits "
+        "the data in exactly the same order, which quietly changes training (and differs from "
+        "the same script run on one GPU with a shuffling DataLoader)."
+    )
+    fix = (
+        "Call `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)`) at the start of "
+        "every epoch, before iterating the loader."
+    )
+    decisions = (
+        "The sampler shuffles when `shuffle` is absent or literally True; a non-literal "
+        "`shuffle=` is not reported. A `set_epoch(...)` call on any receiver anywhere in the code "
+        "of a program that reaches the sampler's module (for a module no program reaches: the "
+        "module itself) counts, since the sampler often travels inside a loader "
+        "(`self.train_data.sampler.set_epoch(epoch)`). An epoch loop must be visible in that "
+        "code (a `for`/`while` whose target, iterable or test mentions `epoch`): a single pass "
+        "needs no `set_epoch`. Programs using Lightning, Accelerate, Transformers, Ignite or "
+        "Composer are not reported: their loops call `set_epoch` themselves. Project subclasses "
+        "count unless they define their own `__iter__` that ignores `self.epoch`."
+    )
+    hazards = (
+        Example(
+            '''import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+def train(model, dataset, epochs):
+    sampler = DistributedSampler(dataset)  # <-- TRP304
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+    for epoch in range(epochs):
+        for batch in loader:
+            model(batch).sum().backward()
+''',
+            "An epoch loop without set_epoch",
+        ),
+        Example(
+            '''from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+class Trainer:
+    def __init__(self, dataset):
+        self.loader = DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset, shuffle=True))  # <-- TRP304
+
+    def fit(self, max_epochs):
+        for epoch in range(max_epochs):
+            for batch in self.loader:
+                self.step(batch)
+''',
+            "Built inline, shuffle=True, never advanced",
+        ),
+        Example(
+            {
+                "train.py": '''import torch.utils.data as tud
+from loop import run_epochs
+
+def main(dataset):
+    sampler = tud.distributed.DistributedSampler(dataset, num_replicas=2, rank=0)  # <-- TRP304
+    run_epochs(tud.DataLoader(dataset, sampler=sampler), 10)
+
+if __name__ == "__main__":
+    main(None)
+''',
+                "loop.py": '''def run_epochs(loader, n_epochs):
+    for epoch in range(n_epochs):
+        for batch in loader:
+            pass
+''',
+            },
+            "The epoch loop lives in another module and never calls set_epoch",
+        ),
+    )
+    traps = (
+        Example(
+            '''from torch.utils.data import DataLoader, DistributedSampler
+
+def train(dataset, epochs):
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            pass
+''',
+            "set_epoch at the top of every epoch",
+        ),
+        Example(
+            '''from torch.utils.data import DataLoader, DistributedSampler
+
+def evaluate(model, dataset, epochs):
+    loader = DataLoader(dataset, sampler=DistributedSampler(dataset, shuffle=False))
+    for epoch in range(epochs):
+        for batch in loader:
+            model(batch)
+''',
+            "A non-shuffling sampler (validation)",
+        ),
+        Example(
+            {
+                "train.py": '''from torch.utils.data import DataLoader, DistributedSampler
+from engine import Runner
+
+def main(dataset, epochs):
+    runner = Runner(DataLoader(dataset, sampler=DistributedSampler(dataset)))
+    for epoch in range(epochs):
+        runner.run_epoch(epoch)
+
+if __name__ == "__main__":
+    main(None, 3)
+''',
+                "engine.py": '''class Runner:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def run_epoch(self, epoch):
+        self.loader.sampler.set_epoch(epoch)
+        for batch in self.loader:
+            pass
+''',
+            },
+            "set_epoch through loader.sampler, in another module of the program",
+        ),
+        Example(
+            '''from torch.utils.data import DataLoader, DistributedSampler
+
+def one_pass(dataset, model):
+    for batch in DataLoader(dataset, sampler=DistributedSampler(dataset)):
+        model(batch)
+''',
+            "A single pass: no epoch loop",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        candidates = [s for s in index.calls if s.qualname and self._is_sampler(context, module, s.qualname)]
+        if not candidates:
+            return
+        for site in candidates:
+            call = site.node
+            shuffle = arg(call, 3, "shuffle")
+            if shuffle is not None and bool_value(shuffle) is not True:
+                continue
+            if any(a.star for a in call.args):
+                continue
+            scope = self._program_modules(context, module, call)
+            if any(self._managed(m) for m in scope):
+                continue
+            if any(self._calls_set_epoch(m) for m in scope):
+                continue
+            if not any(self._has_epoch_loop(m) for m in scope):
+                continue
+            yield context.report(
+                self, module, call,
+                "shuffling `DistributedSampler` but the program never calls `set_epoch(epoch)`: its "
+                "shuffle is seeded with `seed + epoch`, so every epoch repeats the same order; call "
+                "`sampler.set_epoch(epoch)` at the start of each epoch",
+            )
+
+    def _is_sampler(self, context, module, qualname: str) -> bool:
+        found = derives_from(context.project, module, qualname, SAMPLERS)
+        if found is None:
+            return False
+        if found is True:
+            return True
+        klass = found.module.index.classes.get(found.path)
+        methods = flow(found.module.index).methods(klass) if klass is not None else {}
+        iterate = methods.get("__iter__")
+        if iterate is None:
+            return True
+        return any(
+            isinstance(node, cst.Attribute) and node.attr.value == "epoch" for node in subtree(iterate.body)
+        )
+
+    def _program_modules(self, context, module, call) -> list:
+        programs = programs_for(context, module, call)
+        if not programs:
+            return [module]
+        ids = set().union(*(p.facts.modules for p in programs))
+        return [m for m in context.project.modules.values() if id(m) in ids] or [module]
+
+    @staticmethod
+    def _calls_set_epoch(module) -> bool:
+        return any(
+            isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "set_epoch"
+            for site in module.index.calls
+        )
+
+    @staticmethod
+    def _managed(module) -> bool:
+        return any(record.module.split(".")[0] in MANAGED_ROOTS for record in module.index.imports)
+
+    @staticmethod
+    def _has_epoch_loop(module) -> bool:
+        code = module.source.module.code_for_node
+        for node in module.index.parents:
+            if isinstance(node, cst.For):
+                text = code(node.target) + " " + code(node.iter)
+            elif isinstance(node, cst.While):
+                text = code(node.test)
+            else:
+                continue
+            if "epoch" in text.lower():
+                return True
+        return False

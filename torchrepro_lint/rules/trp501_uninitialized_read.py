@@ -1,0 +1,549 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import arg, flow, int_value, self_attribute, subtree
+from torchrepro_lint.analysis.receivers import is_tensor
+from torchrepro_lint.rules.base import Example, Rule
+
+ALLOCATORS = {
+    "torch.empty": "torch.zeros",
+    "torch.empty_like": "torch.zeros_like",
+    "torch.empty_strided": "torch.zeros",
+    "torch.empty_permuted": "torch.zeros",
+}
+ALLOCATING_METHODS = {"new_empty": "new_zeros", "new_empty_strided": "new_zeros"}
+_LEGACY_NAMES = ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+LEGACY_CONSTRUCTORS = frozenset(
+    {"torch.Tensor"} | {f"torch.{n}Tensor" for n in _LEGACY_NAMES} | {f"torch.cuda.{n}Tensor" for n in _LEGACY_NAMES}
+)
+
+INITIALIZING_METHODS = frozenset(
+    "zero_ fill_ copy_ uniform_ normal_ random_ bernoulli_ exponential_ geometric_ log_normal_ cauchy_ "
+    "set_ resize_as_ load_state_dict".split()
+)
+PARTIAL_WRITE_METHODS = frozenset(
+    "index_fill_ index_copy_ index_add_ index_put_ masked_fill_ masked_scatter_ scatter_ scatter_add_ "
+    "scatter_reduce_ fill_diagonal_ put_ narrow select unbind split chunk tril_ triu_ diagonal".split()
+)
+# Methods whose result is the same values (or a view of them): follow the result.
+TRANSPARENT_METHODS = frozenset(
+    "to cuda cpu contiguous view reshape float double half bfloat16 long int short bool byte char "
+    "type_as detach detach_ requires_grad_ pin_memory share_memory_ t transpose permute unsqueeze "
+    "squeeze expand flatten view_as reshape_as expand_as clone as_strided movedim swapaxes".split()
+)
+METADATA_METHODS = frozenset(
+    "size dim ndimension numel nelement element_size stride is_contiguous data_ptr get_device "
+    "is_floating_point is_complex storage_offset untyped_storage".split()
+)
+METADATA_ATTRIBUTES = frozenset("shape device dtype is_cuda ndim requires_grad layout names is_leaf grad_fn".split())
+TRANSPARENT_ATTRIBUTES = frozenset({"data", "T", "mT"})
+READING_METHODS = frozenset(
+    "abs add sub mul div true_divide floor_divide remainder fmod matmul mm bmm mv dot sum mean std var "
+    "prod max min amax amin argmax argmin norm exp log log1p log2 sqrt rsqrt pow clamp clip sigmoid "
+    "tanh relu softmax log_softmax item tolist numpy any all eq ne lt le gt ge equal allclose isnan "
+    "isinf isfinite nonzero masked_select masked_fill index_select gather cumsum cumprod sort topk "
+    "round floor ceil sign neg reciprocal add_ sub_ mul_ div_ pow_ clamp_ clamp_min clamp_max lerp "
+    "addcmul addcdiv baddbmm addmm unique bincount histc sin cos exp_ log_ sqrt_ abs_ neg_ "
+    "sigmoid_ tanh_ relu_ addcmul_ addcdiv_ lerp_ mul_ maximum minimum where logsumexp".split()
+)
+NOT_READING_TORCH = frozenset(
+    "torch.save torch.load torch.is_tensor torch.numel torch.zeros_like torch.ones_like torch.full_like "
+    "torch.empty_like torch.rand_like torch.randn_like torch.randint_like torch.typename torch.is_storage "
+    "torch.is_floating_point torch.is_complex torch.manual_seed torch.result_type torch.broadcast_shapes".split()
+)
+READING_TORCH_PREFIXES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
+BETA_FUNCTIONS = frozenset("torch.addmm torch.baddbmm torch.addbmm torch.addmv torch.addr".split())
+BETA_METHODS = frozenset("addmm baddbmm addbmm addmv addr".split())
+INIT_PREFIX = "torch.nn.init."
+PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
+METADATA_BUILTINS = frozenset({"builtins.len", "builtins.isinstance", "builtins.type", "builtins.id", "builtins.print"})
+
+INIT, READ, NEUTRAL, STOP = "init", "read", "neutral", "stop"  # STOP: partial, escaped or unknown
+
+
+class UninitializedRead(Rule):
+    code = "TRP501"
+    name = "uninitialized-read"
+    summary = "Memory from `torch.empty` (or a legacy size constructor) is read before it is written."
+    why = (
+        "`torch.empty`, `empty_like`, `new_empty` and legacy constructors such as "
+        "`torch.FloatTensor(3, 4)` return memory that holds whatever was there before: old "
+        "activations, NaNs, zeros on a fresh allocator. Reading it gives results that change "
+        "from run to run and machine to machine, and no seed can fix that."
+    )
+    fix_safety = "safe"
+    fix = (
+        "Allocate initialized memory: `torch.empty` -> `torch.zeros`, `empty_like` -> `zeros_like`, "
+        "`x.new_empty` -> `x.new_zeros` (or write every element, e.g. `.zero_()`, an `nn.init` "
+        "function, or `out=`, before the first read)."
+    )
+    decisions = (
+        "Followed: a local variable in its function (the first use in source order decides: "
+        "arithmetic, comparisons, reading methods such as `.sum()`/`.add_()` and inputs of torch "
+        "functions are reads; `zero_`, `fill_`, `copy_`, in-place random fills, `nn.init.*_`, "
+        "`out=` and `x[...] = v`/`x[:] = v` are writes), a chain on the allocation "
+        "(`torch.empty(n).uniform_()`), views and conversions (`.to()`, `.view()`, `.data`) "
+        "transparently, and `self.<attr>` across its class: an attribute is reported only when "
+        "some method reads it and nothing in the project writes, initializes, or hands over an "
+        "attribute of that name (an `apply(init_fn)` function touching `.weight` counts), and "
+        "no loop over `.parameters()` initializes parameters. Not reported: legacy constructors "
+        "unless their arguments are sizes (two or more, or provably integers); zero-size "
+        "allocations; metadata (`.shape`, `.size()`, `len`, `*_like`, `type_as` as argument); "
+        "`addmm`-family calls with `beta=0`; anything passed to a non-torch function, to "
+        "`torch.distributed` (collectives write their buffers), returned, yielded, stored in a "
+        "container, or registered with `register_buffer`/`register_parameter`; partial or "
+        "indexed writes; memory placed in a list or tuple, such as the padding in "
+        "`torch.cat((x, torch.empty(k)))` (it is carried along, typically sliced off later, not "
+        "computed on). Branches are not modelled: a write in one branch counts."
+    )
+    hazards = (
+        Example(
+            '''import torch
+
+def moving_average(values, k):
+    acc = torch.empty(values.shape[0])  # <-- TRP501
+    acc += values
+    return acc / k
+''',
+            "Accumulating into uninitialized memory",
+        ),
+        Example(
+            '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Projection(nn.Module):
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(d_out, d_in))  # <-- TRP501
+        self.bias = nn.Parameter(torch.zeros(d_out))
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+''',
+            "A parameter nothing initializes",
+        ),
+        Example(
+            '''import torch as T
+
+def pad_batch(x, width):
+    out = x.new_empty(x.size(0), width)  # <-- TRP501
+    total = out.sum()
+    legacy = T.FloatTensor(4, 4)  # <-- TRP501
+    return total, legacy.mean()
+''',
+            "new_empty and a legacy size constructor, read",
+        ),
+    )
+    traps = (
+        Example(
+            '''import math
+import torch
+import torch.nn as nn
+
+class Bilinear(nn.Module):
+    def __init__(self, n, m):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, m))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+
+    def forward(self, x):
+        return x @ self.weight
+''',
+            "Parameter(torch.empty(...)) initialized in reset_parameters",
+        ),
+        Example(
+            {
+                "layers.py": '''import torch
+import torch.nn as nn
+
+class Scale(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.gain = nn.Parameter(torch.empty(n))
+
+    def forward(self, x):
+        return x * self.gain
+''',
+                "model.py": '''import torch.nn as nn
+from layers import Scale
+
+def init_fn(m):
+    if isinstance(m, Scale):
+        nn.init.ones_(m.gain)
+
+def build():
+    model = nn.Sequential(Scale(8))
+    model.apply(init_fn)
+    return model
+''',
+            },
+            "Initialized by an apply(init_fn) in another module",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+
+def make(n, array, a, b):
+    noise = torch.empty(n).uniform_(-1, 1)
+    data = torch.FloatTensor(array)
+    placeholder = torch.empty(0, 4)
+    out = torch.empty(n, n)
+    torch.matmul(a, b, out=out)
+    return noise + data.sum() + placeholder.sum() + out
+''',
+            "Chained init, a legacy constructor given data, a zero-size placeholder, out=",
+        ),
+        Example(
+            '''import torch
+
+def gather(x, world_size):
+    buffers = torch.empty(world_size, x.numel(), device=x.device)
+    torch.distributed.all_gather_into_tensor(buffers, x)
+    result = torch.empty(x.shape)
+    for i in range(x.shape[0]):
+        result[i] = x[i] * 2
+    scratch = torch.empty_like(x)
+    return buffers.sum() + result, fill(scratch)
+
+def fill(t):
+    return t.fill_(1)
+''',
+            "Written by a collective, partial fills, handed to another function",
+        ),
+        Example(
+            '''import torch
+import torch.nn as nn
+
+class Cache(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("keys", torch.empty(n, 16))
+        self.beta = torch.empty(n, 16)
+
+    def forward(self, a, b):
+        return torch.addmm(self.beta, a, b, beta=0) + self.keys.shape[0]
+''',
+            "register_buffer, and addmm with beta=0 ignores its input",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        data = flow(index)
+        tracker = _Tracker(index, data, context, module)
+        for site in index.calls:
+            call = site.node
+            replacement = self._allocation(index, data, site.qualname, call)
+            if replacement is None:
+                continue
+            fate, where = tracker.fate(call)
+            if fate != READ:
+                continue
+            line = module.source.span(where)[0]
+            text = " ".join(module.source.module.code_for_node(where).split())
+            if len(text) > 40:
+                text = text[:37] + "..."
+            name = _display(index, call, site.qualname)
+            yield context.report(
+                self, module, call,
+                f"`{name}` returns uninitialized memory, and it is read (`{text}`, line {line}) before "
+                f"anything writes it: the values are leftovers that differ between runs and machines; "
+                f"use `{replacement}` or initialize it first",
+            )
+
+    def _allocation(self, index, data, qualname: str | None, call: cst.Call) -> str | None:
+        """The zero-filling replacement when `call` allocates uninitialized, non-empty memory."""
+        if qualname in ALLOCATORS:
+            if qualname != "torch.empty_like" and _zero_size(call, data):
+                return None
+            return ALLOCATORS[qualname] + "(...)"
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        if method in ALLOCATING_METHODS:
+            if _zero_size(call, data):
+                return None
+            return "." + ALLOCATING_METHODS[method] + "(...)"
+        if qualname in LEGACY_CONSTRUCTORS:
+            return "torch.zeros(...)" if _sizes_only(call, data) else None
+        if method == "new" and is_tensor(call.func.value, index, call) and _sizes_only(call, data):
+            return ".new_zeros(...)"
+        return None
+
+
+def _display(index, call: cst.Call, qualname: str | None) -> str:
+    if qualname and qualname.startswith("torch."):
+        return qualname + "(...)"
+    return "." + call.func.attr.value + "(...)" if isinstance(call.func, cst.Attribute) else "empty(...)"
+
+
+def _size_args(call: cst.Call) -> list[cst.BaseExpression]:
+    size = arg(call, None, "size")
+    if size is not None:
+        return [size]
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def _zero_size(call: cst.Call, data) -> bool:
+    for expr in _size_args(call):
+        elements = [e.value for e in expr.elements] if isinstance(expr, (cst.Tuple, cst.List)) else [expr]
+        if any(int_value(e) == 0 for e in elements):
+            return True
+    return False
+
+
+def _sizes_only(call: cst.Call, data) -> bool:
+    """Legacy constructors take data or sizes: sizes when there are two or more positional
+    arguments, or one that is provably an integer."""
+    if any(a.keyword is not None and a.keyword.value not in ("device",) or a.star for a in call.args):
+        return False
+    positional = [a.value for a in call.args]
+    if not positional:
+        return False  # an empty tensor
+    if any(int_value(p) == 0 for p in positional):
+        return False
+    if len(positional) >= 2:
+        return all(not isinstance(p, (cst.List, cst.Tuple, cst.ListComp)) for p in positional)
+    return _is_int(positional[0], data, 0)
+
+
+def _is_int(expr: cst.BaseExpression, data, depth: int) -> bool:
+    if int_value(expr) is not None:
+        return True
+    if isinstance(expr, cst.BinaryOperation) and not isinstance(expr.operator, cst.Divide):
+        return _is_int(expr.left, data, depth) and _is_int(expr.right, data, depth)
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Name) and expr.func.value in ("len", "int"):
+            return True
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("size", "numel", "dim") and expr.args:
+            return True
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "shape":
+        return True
+    if isinstance(expr, cst.Name) and depth < 3:
+        param = data.parameter(expr)
+        if param is not None:
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            return isinstance(annotation, cst.Name) and annotation.value == "int"
+        value = data.reaching_value(expr)
+        return value is not None and _is_int(value, data, depth + 1)
+    return False
+
+
+class _Tracker:
+    """What happens first to freshly allocated memory."""
+
+    def __init__(self, index, data, context, module) -> None:
+        self.index = index
+        self.data = data
+        self.context = context
+        self.module = module
+
+    def fate(self, node: cst.CSTNode, depth: int = 0) -> tuple[str, cst.CSTNode]:
+        if depth > 10:
+            return STOP, node
+        parents = self.data.parents
+        parent = parents.get(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = parents.get(parent)
+            name = parent.attr.value
+            if isinstance(call, cst.Call) and call.func is parent:
+                if name in INITIALIZING_METHODS:
+                    return INIT, call
+                if name in TRANSPARENT_METHODS:
+                    return self.fate(call, depth + 1)
+                if name in METADATA_METHODS:
+                    return NEUTRAL, call
+                if name in BETA_METHODS and _beta_zero(call):
+                    return NEUTRAL, call
+                if name in READING_METHODS:
+                    return READ, call
+                return STOP, call
+            if name in METADATA_ATTRIBUTES:
+                return NEUTRAL, parent
+            if name in TRANSPARENT_ATTRIBUTES:
+                return self.fate(parent, depth + 1)
+            return STOP, parent
+        if isinstance(parent, cst.Arg):
+            return self._argument(node, parent, depth)
+        if isinstance(parent, (cst.BinaryOperation, cst.Comparison, cst.ComparisonTarget, cst.UnaryOperation)):
+            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+                return STOP, parent
+            return READ, parent
+        if isinstance(parent, cst.AugAssign):
+            return READ, parent
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            if self.data._is_store(parent):
+                return (INIT if _whole(parent) else STOP), parent
+            fate, where = self.fate(parent, depth + 1)
+            return (READ, where) if fate == READ else (STOP, where)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            targets = [t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+            if len(targets) != 1:
+                return STOP, parent
+            target = targets[0]
+            if isinstance(target, cst.Name):
+                return self._name(target.value, parent)
+            attr = self_attribute(target)
+            if attr is not None:
+                return self._attribute(attr, parent)
+            return STOP, parent
+        if isinstance(parent, cst.IfExp) and parent.test is not node:
+            return self.fate(parent, depth + 1)
+        return STOP, node  # returned, yielded, stored in a container, discarded, ...
+
+    def _argument(self, node, arg_node: cst.Arg, depth: int) -> tuple[str, cst.CSTNode]:
+        call = self.data.parents.get(arg_node)
+        if not isinstance(call, cst.Call):
+            return STOP, node
+        if arg_node.keyword is not None and arg_node.keyword.value == "out":
+            return INIT, call
+        func = call.func
+        qualname = self.index.resolve(func, call) if isinstance(func, (cst.Name, cst.Attribute)) else None
+        if qualname in PARAMETER:
+            return self.fate(call, depth + 1)
+        if qualname in METADATA_BUILTINS or qualname in NOT_READING_TORCH:
+            return NEUTRAL, call
+        if qualname and qualname.startswith(INIT_PREFIX):
+            first = call.args[0] if call.args else None
+            return (INIT if first is arg_node else STOP), call
+        if qualname in BETA_FUNCTIONS and call.args and call.args[0] is arg_node and _beta_zero(call):
+            return NEUTRAL, call
+        if qualname and _reading_torch(qualname):
+            return READ, call
+        if isinstance(func, cst.Attribute) and not (qualname or "").startswith(("torch.", "@.", "builtins.")):
+            method = func.attr.value  # a method of another object, given our memory
+            if method.endswith("_as"):
+                return NEUTRAL, call  # `y.type_as(x)`, `y.view_as(x)`: only x's metadata
+            if (method == "copy_" or method in READING_METHODS) and is_tensor(func.value, self.index, call):
+                return READ, call
+        return STOP, call
+
+    def _name(self, name: str, statement: cst.CSTNode) -> tuple[str, cst.CSTNode]:
+        data = self.data
+        owner = data.owner(statement)
+        uses = data.name_uses(name, owner, statement)
+        rebinds = [s for s, _ in data.bindings(name, owner) if data.pos(s) > data.pos(statement) and s is not statement]
+        if rebinds:
+            first = min(data.pos(s) for s in rebinds)
+            uses = [u for u in uses if data.pos(u) < first or any(data.inside(u, s) for s in rebinds)]
+        if data.used_in_nested(name, owner):
+            return STOP, statement  # a closure may write it
+        for use in sorted(uses, key=lambda u: self._order(u)):
+            fate, where = self.fate(use)
+            if fate == NEUTRAL:
+                continue
+            return fate, where
+        return STOP, statement
+
+    def _order(self, use: cst.CSTNode) -> tuple[int, int, int]:
+        """Evaluation order: statement by statement, an assignment's value before its target."""
+        data = self.data
+        statement = data.statement(use)
+        in_target = isinstance(statement, (cst.Assign, cst.AugAssign, cst.AnnAssign)) and any(
+            data.inside(use, t) for t in _targets(statement)
+        )
+        return (data.pos(statement), 1 if in_target else 0, data.pos(use))
+
+    def _attribute(self, attr: str, statement: cst.CSTNode) -> tuple[str, cst.CSTNode]:
+        data = self.data
+        klass = data.enclosing_class(statement)
+        if klass is None:
+            return STOP, statement
+        if any(store is not _target_of(statement) for store in data.self_attr_stores(klass, attr)):
+            return STOP, statement
+        read = None
+        for use in data.self_attr_uses(klass, attr):
+            fate, where = self.fate(use)
+            if fate == READ:
+                read = read or (fate, where)
+            elif fate != NEUTRAL:
+                return STOP, use
+        if read is None or self._initialized_elsewhere(attr):
+            return STOP, statement
+        return read
+
+    def _initialized_elsewhere(self, attr: str) -> bool:
+        """Anywhere in the project: `<x>.<attr>` written, initialized or handed to a function
+        (an `apply(init_fn)` function, a `glorot(m.weight)` helper), or parameters initialized
+        in a loop over `.parameters()`."""
+        for other in self.context.project.modules.values():
+            index = other.index
+            data = flow(index)
+            tracker = self if other is self.module else _Tracker(index, data, self.context, other)
+            for node in data.attribute_names.get(attr, ()):
+                if self_attribute(node) is not None and data.enclosing_class(node) is not None and other is self.module:
+                    continue  # the class's own uses were judged above
+                if data._is_store(node):
+                    return True
+                fate, _ = tracker.fate(node)
+                if fate in (INIT, STOP):
+                    return True
+            if _parameter_loop_init(index, data):
+                return True
+        return False
+
+
+def _targets(statement) -> list[cst.CSTNode]:
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets]
+    return [statement.target]
+
+
+def _target_of(statement) -> cst.CSTNode | None:
+    targets = _targets(statement) if isinstance(statement, (cst.Assign, cst.AnnAssign)) else []
+    return targets[0] if targets else None
+
+
+def _whole(subscript: cst.Subscript) -> bool:
+    """`x[...]`, `x[:]`, `x[:, :]`: every element."""
+    for element in subscript.slice:
+        inner = element.slice
+        if isinstance(inner, cst.Slice):
+            if inner.lower is not None or inner.upper is not None or inner.step is not None:
+                return False
+        elif not (isinstance(inner, cst.Index) and isinstance(inner.value, cst.Ellipsis)):
+            return False
+    return True
+
+
+def _beta_zero(call: cst.Call) -> bool:
+    beta = arg(call, None, "beta")
+    if beta is None:
+        return False
+    if int_value(beta) == 0:
+        return True
+    return isinstance(beta, cst.Float) and float(beta.value) == 0.0
+
+
+def _reading_torch(qualname: str) -> bool:
+    if qualname in NOT_READING_TORCH:
+        return False
+    if qualname.startswith(READING_TORCH_PREFIXES):
+        return True
+    parts = qualname.split(".")
+    return len(parts) == 2 and parts[0] == "torch" and parts[1][:1].islower()
+
+
+def _parameter_loop_init(index, data) -> bool:
+    """`for p in model.parameters(): nn.init.xavier_uniform_(p)` (or `p.data.normal_()`)."""
+    for node in index.parents:
+        if not isinstance(node, cst.For):
+            continue
+        source = node.iter
+        while isinstance(source, cst.Call) and not (
+            isinstance(source.func, cst.Attribute) and source.func.attr.value in ("parameters", "named_parameters")
+        ):
+            source = source.args[0].value if source.args else None
+        if not isinstance(source, cst.Call):
+            continue
+        for inner in subtree(node.body):
+            if isinstance(inner, cst.Call):
+                qualname = index.resolve(inner.func, inner) if isinstance(inner.func, (cst.Name, cst.Attribute)) else None
+                if (qualname or "").startswith(INIT_PREFIX):
+                    return True
+                if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in INITIALIZING_METHODS:
+                    return True
+    return False

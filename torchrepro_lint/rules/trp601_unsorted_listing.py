@@ -1,0 +1,259 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import (
+    DATASET_BASES,
+    DATASET_PREFIXES,
+    HAZARD,
+    OrderFlow,
+    Verdict,
+    combine,
+    derives_from,
+    flow,
+    int_value,
+    method_name,
+)
+from torchrepro_lint.rules.base import Example, Rule
+
+LISTING_CALLS = {
+    "os.listdir": "os.listdir",
+    "os.scandir": "os.scandir",
+    "glob.glob": "glob.glob",
+    "glob.iglob": "glob.iglob",
+    "os.walk": "os.walk",
+}
+PATH_METHODS = frozenset({"glob", "rglob", "iterdir"})
+ANY_RECEIVER_METHODS = frozenset({"rglob", "iterdir"})  # pathlib-only names
+PATH_CLASSES = frozenset({"pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "pathlib.WindowsPath"})
+PATH_RETURNING_METHODS = frozenset({"resolve", "absolute", "expanduser", "with_suffix", "with_name", "joinpath", "with_stem"})
+
+
+class UnsortedListing(Rule):
+    code = "TRP601"
+    name = "unsorted-listing"
+    summary = "A directory listing's order decides indices, pairings or a dataset without `sorted()`."
+    why = (
+        "`os.listdir`, `os.scandir`, `glob`, `Path.glob`/`rglob`/`iterdir` and `os.walk` return "
+        "entries in the order the file system stores them: it differs between ext4, XFS, NFS and "
+        "macOS, and after files are copied. When that order decides which sample has which "
+        "index, which label goes with which image, which split a file lands in, or which file "
+        "is 'the first match', the same code on another machine trains on different data."
+    )
+    fix_safety = "safe"
+    fix = "Wrap the listing in `sorted(...)` (for `os.walk`, sort `dirs` in place and iterate `sorted(files)`)."
+    decisions = (
+        "Reported at the listing call when its order reaches: indexing or slicing, `enumerate`, "
+        "`zip`, `.index()`, `next()` or a loop that returns or breaks at the first match, a "
+        "seeded `random.shuffle`/`choice`/`sample` (they permute by position), a map of indices "
+        "built in iteration order, or a project Dataset's constructor. It is followed through "
+        "variables, `self.<attr>` across a class (a dataset's file list indexed in "
+        "`__getitem__`), list comprehensions, `list()`, and lists accumulated in a loop "
+        "(`append`, `extend`, `+=`). Not reported: `sorted()`/`.sort()` anywhere on the way or "
+        "later on the accumulated list, `len`, `in`, sets, truthiness, loops with order-free "
+        "bodies (deleting, copying, counting), a result checked to be single "
+        "(`len(files) == 1`), and lists returned or passed to another function (the caller may "
+        "sort). `Path.glob` needs a receiver that is visibly a `Path`; `rglob`/`iterdir` are "
+        "pathlib names and accepted on any receiver."
+    )
+    hazards = (
+        Example(
+            '''import os
+from torch.utils.data import Dataset
+
+class Frames(Dataset):
+    def __init__(self, root):
+        self.paths = [os.path.join(root, f) for f in os.listdir(root) if f.endswith(".png")]  # <-- TRP601
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return self.paths[i]
+''',
+            "A dataset's file list indexed in __getitem__",
+        ),
+        Example(
+            '''import glob
+from pathlib import Path
+
+def pairs(root):
+    images = glob.glob(f"{root}/images/*.jpg")  # <-- TRP601
+    masks = sorted(glob.glob(f"{root}/masks/*.png"))
+    classes = {name: i for i, name in enumerate(Path(root).iterdir())}  # <-- TRP601
+    return list(zip(images, masks)), classes
+''',
+            "zip pairing and class indices by enumeration",
+        ),
+        Example(
+            '''import glob
+import os
+
+def latest_checkpoint(run_dir):
+    return next(glob.iglob(os.path.join(run_dir, "*.pt")))  # <-- TRP601
+
+def collect(root):
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):  # <-- TRP601
+        for name in filenames:
+            files.append(os.path.join(dirpath, name))
+    train = files[: int(0.9 * len(files))]
+    return train
+''',
+            "First match, and an os.walk accumulation split by position",
+        ),
+    )
+    traps = (
+        Example(
+            '''import glob
+
+def all_images(dirs):
+    files = []
+    for d in dirs:
+        files += glob.glob(f"{d}/*.jpg")
+    files = sorted(files)
+    return files[0], files
+''',
+            "sorted() later over the accumulated list",
+        ),
+        Example(
+            '''import os
+
+def names(root):
+    entries = os.listdir(root)
+    entries.sort()
+    return {n: i for i, n in enumerate(entries)}
+''',
+            "A later .sort() in place",
+        ),
+        Example(
+            '''import glob
+import os
+
+def cleanup(run_dir, keep):
+    for path in glob.glob(os.path.join(run_dir, "*.tmp")):
+        os.remove(path)
+    n = len(os.listdir(run_dir))
+    present = "config.yaml" in os.listdir(run_dir)
+    files = glob.glob(os.path.join(run_dir, "*.yaml"))
+    assert len(files) == 1, "expected one config"
+    return n, present, files[0], set(os.listdir(keep))
+''',
+            "Order-free uses, membership, len, sets, and a single asserted result",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        data = flow(index)
+        order = OrderFlow(index, self._dataset_sink(context, module))
+        for site in index.calls:
+            call = site.node
+            name = self._listing(index, data, site.qualname, call)
+            if name is None:
+                continue
+            verdict = self._verdict(index, data, order, site.qualname, call)
+            if verdict.kind != HAZARD:
+                continue
+            where = verdict.node if verdict.node is not None else call
+            line = module.source.span(where)[0]
+            yield context.report(
+                self, module, call,
+                f"`{name}(...)` lists entries in file-system order, which differs between machines and "
+                f"copies, and that order decides {verdict.sink} (line {line}): the same code sees "
+                f"different data elsewhere; wrap it in `sorted(...)`",
+            )
+
+    def _listing(self, index, data, qualname, call: cst.Call) -> str | None:
+        if qualname in LISTING_CALLS:
+            return LISTING_CALLS[qualname]
+        method = method_name(call)
+        if method in PATH_METHODS and (method in ANY_RECEIVER_METHODS or _is_path(index, data, call.func.value, 0)):
+            if qualname and qualname.startswith(("glob.", "os.")):
+                return None
+            return f"Path.{method}"
+        return None
+
+    def _verdict(self, index, data, order: OrderFlow, qualname, call: cst.Call) -> Verdict:
+        if qualname != "os.walk":
+            return order.of(call)
+        parent = data.parents.get(call)
+        if isinstance(parent, cst.For) and parent.iter is call:
+            target = parent.target
+            names = [e.value for e in target.elements] if isinstance(target, cst.Tuple) else []
+            if len(names) == 3 and _sorts_in_place(data, names[1], parent):
+                # The walk order is fixed; only the order of each directory's files remains.
+                files = names[2]
+                if not isinstance(files, cst.Name):
+                    return Verdict("safe")
+                uses = [u for u in data.name_uses(files.value, data.owner(parent)) if data.inside(u, parent.body)]
+                return combine([order.of(u) for u in uses]) if uses else Verdict("safe")
+            return order.of(call)
+        # next(os.walk(d)): the top directory's (root, dirs, files).
+        holder = parent
+        call_next = data.parents.get(holder) if isinstance(holder, cst.Arg) else None
+        if isinstance(call_next, cst.Call) and index.resolve(call_next.func, call_next) == "builtins.next":
+            outer = data.parents.get(call_next)
+            if isinstance(outer, cst.Subscript) and outer.value is call_next and len(outer.slice) == 1:
+                inner = outer.slice[0].slice
+                if isinstance(inner, cst.Index) and int_value(inner.value) in (1, 2):
+                    return order.of(outer)
+                return Verdict("safe")
+            if isinstance(outer, cst.Assign) and isinstance(outer.targets[0].target, cst.Tuple):
+                elements = outer.targets[0].target.elements
+                verdicts = [order.of_binding(e.value, outer) for e in elements[1:3]]
+                return combine(verdicts)
+            return Verdict("safe")
+        return order.of(call)
+
+    @staticmethod
+    def _dataset_sink(context, module):
+        project = context.project
+
+        def sink(call: cst.Call, qualname: str | None, arg_node) -> str | None:
+            if qualname and derives_from(project, module, qualname, DATASET_BASES, DATASET_PREFIXES) not in (None, True):
+                return "the sample order of a dataset"
+            return None
+
+        return sink
+
+
+def _sorts_in_place(data, target: cst.BaseExpression, loop: cst.For) -> bool:
+    """`dirs.sort()` or `dirs[:] = sorted(dirs)` in the loop body."""
+    if not isinstance(target, cst.Name):
+        return False
+    for use in data.name_uses(target.value, data.owner(loop)):
+        if not data.inside(use, loop.body):
+            continue
+        parent = data.parents.get(use)
+        if isinstance(parent, cst.Attribute) and parent.attr.value == "sort":
+            return True
+        if isinstance(parent, cst.Subscript) and data._is_store(parent):
+            return True
+    return False
+
+
+def _is_path(index, data, expr: cst.BaseExpression, depth: int) -> bool:
+    """Visibly a pathlib path: `Path(...)`, `p / "x"`, `p.parent`, a variable holding one, or a
+    parameter annotated `Path`."""
+    if depth > 5:
+        return False
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, (cst.Name, cst.Attribute)) and index.resolve(expr.func, expr) in PATH_CLASSES:
+            return True
+        method = method_name(expr)
+        return method in PATH_RETURNING_METHODS and _is_path(index, data, expr.func.value, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        return _is_path(index, data, expr.left, depth + 1)
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "parent":
+        return _is_path(index, data, expr.value, depth + 1)
+    if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "parents":
+        return _is_path(index, data, expr.value.value, depth + 1)
+    if isinstance(expr, cst.Name):
+        param = data.parameter(expr)
+        if param is not None:
+            annotation = param.annotation.annotation if param.annotation is not None else None
+            return annotation is not None and index.resolve(annotation, param) in PATH_CLASSES
+        value = data.reaching_value(expr)
+        return value is not None and _is_path(index, data, value, depth + 1)
+    return False

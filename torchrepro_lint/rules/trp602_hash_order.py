@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import STR, Elements, OrderFlow, ordered, set_sources, sink_text
+from torchrepro_lint.analysis.names import dotted
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class HashOrder(Rule):
+    code = "TRP602"
+    name = "hash-order"
+    summary = "The iteration order of a set of strings decides indices, list order or an ordered API's input."
+    why = (
+        "String hashes are salted per process (`PYTHONHASHSEED`), so a set of strings iterates "
+        "in a different order in every run. `list(set(labels))` or "
+        "`{c: i for i, c in enumerate(set(classes))}` then assigns different class indices, "
+        "vocabularies or feature columns each run, and a checkpoint no longer matches its label map."
+    )
+    fix_safety = "unsafe"
+    fix = "Iterate in a defined order: `sorted(set(x))` (or keep first-seen order with `list(dict.fromkeys(x))`)."
+    decisions = (
+        "Reported only for sets whose elements are visibly strings (string literals, f-strings, "
+        "`str(...)`, string methods, `.split()`, lines of a file, `os.listdir`, a "
+        "`dtype=str` array, parameters annotated `str`/`list[str]`, through variables and loop "
+        "variables): sets of ints, floats or tuples of them iterate in a fixed order, and sets of "
+        "unknown elements are left alone. Sets of parameters or modules are TRP603. Reported at "
+        "the set where its order is first used (inside `list(...)`, `enumerate(...)`, a `for`). "
+        "Order-sensitive: `list`/`tuple`/list comprehensions whose result is then used or "
+        "escapes, indexing, `enumerate`, `zip`, `next()`, `.pop()`, a first-match loop, "
+        "accumulating in a loop, index maps built in iteration order. Not reported: `sorted`, "
+        "`len`, `in`, `sum`/`min`/`max`, set algebra, loops with order-free bodies, dict/set "
+        "comprehensions keyed by the element, `str.join` (text only)."
+    )
+    hazards = (
+        Example(
+            '''def build_vocab(lines):
+    words = set()
+    for line in lines:
+        words.update(line.split())
+    itos = list(words)  # <-- TRP602
+    return {w: i for i, w in enumerate(itos)}
+''',
+            "A vocabulary indexed in hash order",
+        ),
+        Example(
+            '''import numpy as np
+
+def encode_onehot(labels):
+    classes = set(labels)
+    mapping = {c: np.identity(len(classes))[i] for i, c in enumerate(classes)}  # <-- TRP602
+    return np.array([mapping[l] for l in labels])
+
+def load(path):
+    table = np.genfromtxt(path, dtype=np.dtype(str))
+    return encode_onehot(table[:, -1])
+''',
+            "Class indices by enumerating a set of string labels",
+        ),
+        Example(
+            '''def columns(rows: list[str]):
+    names = {r.strip().lower() for r in rows}
+    header = []
+    for name in names:  # <-- TRP602
+        header.append(name)
+    return header
+''',
+            "A list accumulated while iterating a set",
+        ),
+    )
+    traps = (
+        Example(
+            '''def build_vocab(text):
+    words = text.split()
+    itos = sorted(set(words))
+    return {w: i for i, w in enumerate(itos)}
+''',
+            "sorted(set(words))",
+        ),
+        Example(
+            '''def stats(tokens: list[str], counts):
+    unique = set(tokens)
+    total = sum(counts[t] for t in unique)
+    for t in unique:
+        counts[t] += 1
+    return len(unique), "cls" in unique, total
+''',
+            "len, in, sums and order-free loops",
+        ),
+        Example(
+            '''def ids(batch):
+    seen = set(range(10))
+    labels = list(set(batch.tolist()))
+    return list(seen), labels
+''',
+            "Sets of ints (or of unknown elements)",
+        ),
+        Example(
+            '''import torch
+
+def optimizer_for(model):
+    params = list(set(model.parameters()))
+    return torch.optim.SGD(params, lr=0.1)
+''',
+            "Sets of parameters belong to TRP603",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        elements = Elements(index)
+        order = OrderFlow(index)
+        reported: set[int] = set()
+        for node in set_sources(index, elements):
+            if elements.of_set(node) != STR:
+                continue
+            verdict = order.of(node)
+            if not ordered(verdict):
+                continue
+            at = verdict.entry if verdict.entry is not None else node
+            if id(at) in reported:
+                continue
+            reported.add(id(at))
+            yield self._report(context, module, at, verdict)
+        for param in _set_parameters(index):
+            verdict = order.of_binding(param.name, param)
+            at = verdict.entry if verdict.entry is not None else param
+            if ordered(verdict) and id(at) not in reported:
+                reported.add(id(at))
+                yield self._report(context, module, at, verdict)
+
+    def _report(self, context, module, at, verdict):
+        return context.report(
+            self, module, at,
+            f"the iteration order of a set of strings decides {sink_text(verdict)}: string hashes are salted per "
+            f"process, so the order (and any index derived from it) changes every run; iterate "
+            f"`sorted(...)` instead",
+        )
+
+
+def _set_parameters(index):
+    """Parameters annotated `set[str]` / `Set[str]` / `frozenset[str]`."""
+    for node in index.parents:
+        if isinstance(node, cst.Param) and node.annotation is not None:
+            annotation = node.annotation.annotation
+            if isinstance(annotation, cst.Subscript) and len(annotation.slice) == 1:
+                base = (dotted(annotation.value) or "").rsplit(".", 1)[-1]
+                inner = annotation.slice[0].slice
+                if base in ("set", "Set", "frozenset", "FrozenSet", "AbstractSet") and isinstance(inner, cst.Index):
+                    if isinstance(inner.value, cst.Name) and inner.value.value == "str":
+                        yield node

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import PARAM, Elements, OrderFlow, derives_from, ordered, set_sources, sink_text
+from torchrepro_lint.rules.base import Example, Rule
+
+OPTIMIZER_PREFIXES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "torch_optimizer.", "timm.optim.")
+NOT_OPTIMIZERS = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
+ORDERED_CONSUMERS = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad_value_",
+        "torch.nn.utils.parameters_to_vector",
+        "torch.nn.utils.get_total_norm",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "transformers.AdamW",
+        "transformers.Adafactor",
+        "transformers.optimization.AdamW",
+        "transformers.optimization.Adafactor",
+    }
+)
+
+
+class ParamsFromSet(Rule):
+    code = "TRP603"
+    name = "params-from-set"
+    summary = "Parameters or modules collected in a set and fed to an optimizer or another ordered consumer."
+    why = (
+        "Parameters and modules hash by identity, that is by memory address, so a set of them "
+        "iterates in a different order every run. An optimizer built from it numbers its "
+        "parameters in that order: its state dict maps momentum buffers to different tensors on "
+        "resume, parameter groups shift, and gradient-norm sums change rounding."
+    )
+    fix_safety = "safe"
+    fix = (
+        "Deduplicate without a set, keeping first-seen order: "
+        "`list(dict.fromkeys(itertools.chain(a.parameters(), b.parameters())))`, or chain the "
+        "iterators directly when they do not overlap."
+    )
+    decisions = (
+        "Set elements count as parameters or modules when they come from `.parameters()`, "
+        "`.named_parameters()` (the tensor), `.modules()`, `.children()`, `.buffers()` and their "
+        "`named_` forms, through comprehensions, `set.add`, `|` and variables. Ordered "
+        "consumers: `torch.optim.*` optimizers (also apex, bitsandbytes, torch_optimizer, timm, "
+        "transformers' AdamW/Adafactor, and project subclasses of `torch.optim.Optimizer`), "
+        "directly or as `{\"params\": ...}` groups; `clip_grad_norm_`/`clip_grad_value_`/"
+        "`parameters_to_vector`; and any list or tuple made from the set (its order is then "
+        "the set's). Not reported: membership tests, `len`, loops that only set "
+        "`requires_grad` or count. Reported at the set where its order is first used."
+    )
+    hazards = (
+        Example(
+            '''import torch
+
+def make_optimizer(encoder, head):
+    params = set(encoder.parameters()) | set(head.parameters())
+    return torch.optim.Adam(params, lr=1e-3)  # <-- TRP603
+''',
+            "A union of parameter sets fed to Adam",
+        ),
+        Example(
+            '''import torch.nn as nn
+
+def trainable(model: nn.Module):
+    return list(set(model.parameters()))  # <-- TRP603
+''',
+            "list(set(model.parameters()))",
+        ),
+        Example(
+            '''from torch import optim
+
+def groups(model, no_decay_names):
+    decay = {p for n, p in model.named_parameters() if n not in no_decay_names}
+    rest = {p for n, p in model.named_parameters() if n in no_decay_names}
+    return optim.AdamW(
+        [{"params": decay, "weight_decay": 0.05}, {"params": rest, "weight_decay": 0.0}],  # <-- TRP603
+        lr=3e-4,
+    )
+''',
+            "Parameter groups built as sets",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+
+def make_optimizer(model, frozen):
+    frozen_params = set(frozen.parameters())
+    params = [p for p in model.parameters() if p not in frozen_params]
+    return torch.optim.SGD(params, lr=0.1)
+''',
+            "A set used only for membership",
+        ),
+        Example(
+            '''import itertools
+import torch
+
+def make_optimizer(a, b):
+    params = list(dict.fromkeys(itertools.chain(a.parameters(), b.parameters())))
+    return torch.optim.Adam(params)
+''',
+            "Deduplicated in first-seen order",
+        ),
+        Example(
+            '''def freeze(model):
+    shared = set(model.encoder.parameters()) & set(model.decoder.parameters())
+    for p in shared:
+        p.requires_grad_(False)
+    return len(shared)
+''',
+            "An order-free loop and len",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        elements = Elements(index)
+        order = OrderFlow(index, self._consumer(context, module))
+        reported: set[int] = set()
+        for node in set_sources(index, elements):
+            if elements.of_set(node) != PARAM:
+                continue
+            verdict = order.of(node)
+            if not ordered(verdict):
+                continue
+            at = verdict.entry if verdict.entry is not None else node
+            if id(at) in reported:
+                continue
+            reported.add(id(at))
+            yield context.report(
+                self, module, at,
+                f"a set of parameters or modules decides {sink_text(verdict)}: they hash by memory "
+                f"address, so the order differs every run and optimizer state no longer lines up on "
+                f"resume; deduplicate with `list(dict.fromkeys(...))` instead of a set",
+            )
+
+    @staticmethod
+    def _consumer(context, module):
+        project = context.project
+
+        def sink(call: cst.Call, qualname: str | None, arg_node: cst.Arg) -> str | None:
+            if not qualname:
+                return None
+            if arg_node.keyword is not None and arg_node.keyword.value not in ("params", "parameters"):
+                return None
+            if arg_node.keyword is None and call.args and call.args[0] is not arg_node:
+                return None
+            if qualname in ORDERED_CONSUMERS:
+                return f"the input order of `{qualname.rsplit('.', 1)[1]}`"
+            if qualname.startswith(OPTIMIZER_PREFIXES) and not qualname.startswith(NOT_OPTIMIZERS):
+                return f"the parameter order of the optimizer `{qualname.rsplit('.', 1)[1]}`"
+            if derives_from(project, module, qualname, frozenset({"torch.optim.Optimizer"})) not in (None, True):
+                return f"the parameter order of the optimizer `{qualname.rsplit('.', 1)[1]}`"
+            return None
+
+        return sink
