@@ -289,3 +289,111 @@ def test_encoding_and_newlines_are_kept(tmp_path, monkeypatch, capsys):
     (tmp_path / "t.py").write_bytes(source.encode("latin-1"))
     main(["check", "--fix", "."])
     assert (tmp_path / "t.py").read_bytes() == source.replace("benchmark = True", "benchmark = False").encode("latin-1")
+
+
+# -- fixes of the data-loading, memory and ordering rules -------------------------------------
+DATA_CASES = {
+    "TRP501": (
+        {"layer.py": dedent('''
+            import torch
+
+            def scores(n_items):
+                buf = torch.empty(n_items, 4)
+                return buf.sum()
+            ''')},
+        {"layer.py": dedent('''
+            import torch
+
+            def scores(n_items):
+                buf = torch.zeros(n_items, 4)
+                return buf.sum()
+            ''')},
+        False,
+    ),
+    "TRP601": (
+        {"ds.py": dedent('''
+            import glob
+            import os
+
+            class Frames:
+                def __init__(self, folder):
+                    self.paths = os.listdir(folder)
+                    self.first = next(glob.iglob(folder + "/*.png"))
+
+                def __getitem__(self, k):
+                    return self.paths[k]
+            ''')},
+        {"ds.py": dedent('''
+            import glob
+            import os
+
+            class Frames:
+                def __init__(self, folder):
+                    self.paths = sorted(os.listdir(folder))
+                    self.first = next(iter(sorted(glob.iglob(folder + "/*.png"))))
+
+                def __getitem__(self, k):
+                    return self.paths[k]
+            ''')},
+        False,
+    ),
+    "TRP603": (
+        {"opt.py": dedent('''
+            import torch
+
+            def make_opt(enc, dec):
+                return torch.optim.Adam(set(enc.parameters()) | set(dec.parameters()), lr=3e-4)
+            ''')},
+        {"opt.py": dedent('''
+            import torch
+
+            def make_opt(enc, dec):
+                return torch.optim.Adam(list(dict.fromkeys([*enc.parameters(), *dec.parameters()])), lr=3e-4)
+            ''')},
+        False,
+    ),
+}
+DATA_UNSAFE = {
+    "TRP602": (
+        {"vocab.py": dedent('''
+            def build(tokens: list[str]):
+                names = [str(t) for t in tokens]
+                return {w: i for i, w in enumerate(set(names))}
+            ''')},
+        {"vocab.py": dedent('''
+            def build(tokens: list[str]):
+                names = [str(t) for t in tokens]
+                return {w: i for i, w in enumerate(sorted(set(names)))}
+            ''')},
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("code", sorted({**DATA_CASES, **DATA_UNSAFE}))
+def test_data_rule_fixes(tmp_path, code):
+    before, after, unsafe = {**DATA_CASES, **DATA_UNSAFE}[code]
+    config = {"select": [code]}
+    result, outcome = fixed(tmp_path, before, unsafe, config)
+    assert result == after
+    assert not [f for f in outcome.result.findings if f.code == code]
+    assert fixed(tmp_path, after, unsafe, config)[0] == {}
+
+
+def test_dataloader_fix_adds_the_seed_worker_helper_once(tmp_path):
+    source = dedent('''
+        import torch
+        from torch.utils.data import DataLoader
+
+        def loaders(train_set, val_set, jobs):
+            fit = DataLoader(train_set, batch_size=8, shuffle=True, num_workers=jobs)
+            check = DataLoader(val_set, batch_size=8, num_workers=jobs,)
+            return fit, check
+        ''')
+    result, outcome = fixed(tmp_path, {"loaders.py": source}, True, {"select": ["TRP301"], "seed": 11})
+    text = result["loaders.py"]
+    assert text.count("def seed_worker(worker_id):") == 1
+    assert text.count("import numpy as np") == 1 and text.count("import random") == 1
+    assert text.count("generator=torch.Generator().manual_seed(11), worker_init_fn=seed_worker") == 2
+    assert not [f for f in outcome.result.findings if f.code == "TRP301"]
+    assert fixed(tmp_path, {"loaders.py": text}, True, {"select": ["TRP301"], "seed": 11})[0] == {}

@@ -5,6 +5,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow import arg, derives_from, flow, int_value, is_none, literal, programs_for
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.programs import seeds_torch
+from torchrepro_lint.fixes.edits import insert_after_imports, make_fix, module_name_for, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -210,7 +211,8 @@ def make_loader(ds, seed):
             programs = programs_for(context, module, call)
             seeded = None if not programs else all(seeds_torch(p.facts) for p in programs)
             severity = Severity.NOTE if seeded else Severity.WARNING
-            yield context.report(self, module, call, self._message(workers, seeded, module), severity)
+            fix = worker_seed_fix(module, call, context.config.seed)
+            yield context.report(self, module, call, self._message(workers, seeded, module), severity, fix=fix)
 
     @staticmethod
     def _loader_kind(project, module, qualname: str) -> str | None:
@@ -304,3 +306,36 @@ def _may_be_positive(data, expr: cst.BaseExpression, depth: int = 0) -> bool:
         if bound is not None and data.parameter(expr) is None:
             return _may_be_positive(data, bound, depth + 1)
     return True
+
+
+SEED_WORKER = """def seed_worker(worker_id):
+    # From the PyTorch reproducibility notes: derive each worker's seeds from torch's.
+    worker_seed = {torch}.initial_seed() % 2**32
+    {np}.random.seed(worker_seed)
+    {random}.seed(worker_seed)
+"""
+
+
+def worker_seed_fix(module, call, seed: int):
+    """`generator=` a seeded generator and `worker_init_fn=seed_worker`, adding the helper once."""
+    if not isinstance(call, cst.Call) or any(a.star for a in call.args):
+        return None
+    edits = []
+    names = {}
+    for qualname, key in (("torch", "torch"), ("numpy", "np"), ("random", "random")):
+        names[key], imports = module_name_for(module, qualname)
+        edits.extend(imports)
+    if "seed_worker" not in module.index.functions:
+        edits.append(insert_after_imports(module, "\n\n" + SEED_WORKER.format(**names).rstrip("\n")))
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    generator = cst.parse_expression(f"{names['torch']}.Generator().manual_seed({seed})")
+    extra = [
+        cst.Arg(keyword=cst.Name("generator"), value=generator, equal=tight),
+        cst.Arg(keyword=cst.Name("worker_init_fn"), value=cst.Name("seed_worker"), equal=tight),
+    ]
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    new_call = call.with_changes(args=[*args, *extra])
+    edits.append(replace(module, call, module.index.module.code_for_node(new_call)))
+    return make_fix("unsafe", "Seed the workers and the shuffle from a seeded generator", edits)

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import arg, flow, int_value, self_attribute, subtree
 from torchrepro_lint.analysis.receivers import is_tensor
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 ALLOCATORS = {
@@ -254,6 +255,7 @@ class Cache(nn.Module):
                 f"`{name}` returns uninitialized memory, and it is read (`{text}`, line {line}) before "
                 f"anything writes it: the values are leftovers that differ between runs and machines; "
                 f"use `{replacement}` or initialize it first",
+                fix=zeros_fix(module, call),
             )
 
     def _allocation(self, index, data, qualname: str | None, call: cst.Call) -> str | None:
@@ -547,3 +549,15 @@ def _parameter_loop_init(index, data) -> bool:
                 if isinstance(inner.func, cst.Attribute) and inner.func.attr.value in INITIALIZING_METHODS:
                     return True
     return False
+
+
+ZEROS = {"empty": "zeros", "empty_like": "zeros_like", "new_empty": "new_zeros"}
+
+
+def zeros_fix(module, call):
+    """`torch.empty(...)` -> `torch.zeros(...)`: same shape, dtype and device, defined values."""
+    func = call.func if isinstance(call, cst.Call) else None
+    name = func.attr if isinstance(func, cst.Attribute) else func if isinstance(func, cst.Name) else None
+    if name is None or name.value not in ZEROS:
+        return None
+    return make_fix("safe", f"Use `{ZEROS[name.value]}`", [replace(module, name, ZEROS[name.value])])

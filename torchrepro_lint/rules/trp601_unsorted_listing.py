@@ -14,6 +14,7 @@ from torchrepro_lint.analysis.dataflow import (
     int_value,
     method_name,
 )
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 LISTING_CALLS = {
@@ -162,6 +163,7 @@ def cleanup(run_dir, keep):
                 f"`{name}(...)` lists entries in file-system order, which differs between machines and "
                 f"copies, and that order decides {verdict.sink} (line {line}): the same code sees "
                 f"different data elsewhere; wrap it in `sorted(...)`",
+                fix=sorted_fix(module, call),
             )
 
     def _listing(self, index, data, qualname, call: cst.Call) -> str | None:
@@ -257,3 +259,17 @@ def _is_path(index, data, expr: cst.BaseExpression, depth: int) -> bool:
         value = data.reaching_value(expr)
         return value is not None and _is_path(index, data, value, depth + 1)
     return False
+
+
+def sorted_fix(module, call):
+    """Wrap the listing in `sorted(...)` (`iter(sorted(...))` under `next`). `os.walk` and
+    `os.scandir` are left alone: a walk is sorted in place, and DirEntry objects do not compare."""
+    qualname = module.index.resolve(call.func, call) if isinstance(call, cst.Call) else None
+    if qualname in ("os.walk", "os.scandir") or not isinstance(call, cst.Call):
+        return None
+    code = module.index.module.code_for_node(call)
+    parent = module.index.parents.get(call)
+    holder = module.index.parents.get(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(holder, cst.Call) and module.index.resolve(holder.func, holder) == "builtins.next":
+        return make_fix("safe", "Take the first entry in sorted order", [replace(module, call, f"iter(sorted({code}))")])
+    return make_fix("safe", "Wrap the listing in `sorted(...)`", [replace(module, call, f"sorted({code})")])

@@ -4,6 +4,9 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import STR, Elements, OrderFlow, ordered, set_sources, sink_text
 from torchrepro_lint.analysis.names import dotted
+import libcst as cst
+
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -135,6 +138,7 @@ def optimizer_for(model):
             f"the iteration order of a set of strings decides {sink_text(verdict)}: string hashes are salted per "
             f"process, so the order (and any index derived from it) changes every run; iterate "
             f"`sorted(...)` instead",
+            fix=_sorted_fix(module, at),
         )
 
 
@@ -149,3 +153,24 @@ def _set_parameters(index):
                 if base in ("set", "Set", "frozenset", "FrozenSet", "AbstractSet") and isinstance(inner, cst.Index):
                     if isinstance(inner.value, cst.Name) and inner.value.value == "str":
                         yield node
+
+
+def _sorted_fix(module, at):
+    """`list(s)` -> `sorted(s)`, `tuple(s)`/`enumerate(s)`/`zip(s, ...)` -> over `sorted(s)`.
+    Unsafe: it changes which index each element gets, and `sorted` needs comparable elements."""
+    code = module.index.module.code_for_node
+    parent = module.index.parents.get(at)
+    holder = module.index.parents.get(parent) if isinstance(parent, cst.Arg) else None
+    if isinstance(holder, cst.Call) and not parent.keyword and not parent.star:
+        at, inner_node = holder, at  # the set sits directly in the consuming call
+    elif isinstance(at, cst.Call) and len(at.args) == 1 and at.args[0].keyword is None and not at.args[0].star:
+        inner_node = at.args[0].value
+    else:
+        return None
+    callee = module.index.resolve(at.func, at)
+    inner = code(inner_node)
+    if callee == "builtins.list" and len(at.args) == 1:
+        return make_fix("unsafe", "Iterate in sorted order", [replace(module, at, f"sorted({inner})")])
+    if callee in ("builtins.tuple", "builtins.enumerate", "builtins.zip"):
+        return make_fix("unsafe", "Iterate in sorted order", [replace(module, inner_node, f"sorted({inner})")])
+    return None

@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import PARAM, Elements, OrderFlow, derives_from, ordered, set_sources, sink_text
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 OPTIMIZER_PREFIXES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "torch_optimizer.", "timm.optim.")
@@ -133,6 +134,7 @@ def make_optimizer(a, b):
                 f"a set of parameters or modules decides {sink_text(verdict)}: they hash by memory "
                 f"address, so the order differs every run and optimizer state no longer lines up on "
                 f"resume; deduplicate with `list(dict.fromkeys(...))` instead of a set",
+                fix=_fromkeys_fix(module, at),
             )
 
     @staticmethod
@@ -155,3 +157,33 @@ def make_optimizer(a, b):
             return None
 
         return sink
+
+
+def _fromkeys_fix(module, at):
+    """`set(x)` / `list(set(x))` / `set(a) | set(b)` -> `list(dict.fromkeys(...))`: the same
+    de-duplication, in first-seen order. Only where the set is passed straight to its consumer."""
+    code = module.index.module.code_for_node
+    node = at
+    if isinstance(node, cst.Call) and module.index.resolve(node.func, node) == "builtins.list" and len(node.args) == 1:
+        node = node.args[0].value
+    parts = _set_operands(module, node)
+    if parts is None or not isinstance(module.index.parents.get(at), cst.Arg):
+        return None
+    inner = code(parts[0]) if len(parts) == 1 else "[" + ", ".join(f"*{code(p)}" for p in parts) + "]"
+    return make_fix("safe", "Deduplicate in first-seen order", [replace(module, at, f"list(dict.fromkeys({inner}))")])
+
+
+def _set_operands(module, node):
+    """The iterables of `set(x)` or `set(a) | set(b) | ...`, else None."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        left, right = _set_operands(module, node.left), _set_operands(module, node.right)
+        return left + right if left is not None and right is not None else None
+    if (
+        isinstance(node, cst.Call)
+        and module.index.resolve(node.func, node) == "builtins.set"
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
+    ):
+        return [node.args[0].value]
+    return None
