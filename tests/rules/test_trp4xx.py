@@ -1,0 +1,736 @@
+"""Nondeterministic computation (TRP401-403): regressions and edge cases beyond the rules' examples.
+
+Several cases restate, in small made-up code, patterns met in real repositories (segmentation
+heads, GNN scatter code, detection post-processing, ViT checkpoint resizing); none is copied.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import reported
+
+from torchrepro_lint.findings import Severity
+
+
+def findings(result, code):
+    return [f for f in result.findings if f.code == code]
+
+
+def rows(lint, files, code, config=None):
+    result = lint(files, {"select": [code], **(config or {})})
+    assert not result.errors, result.errors
+    return {row for _, row, _ in reported(result, lint.root, code)}
+
+
+# -- TRP401: programs and levels --------------------------------------------------------------
+SCATTER = """import torch
+
+def pool(x, index, n):
+    out = torch.zeros(n, x.size(1), device=x.device)
+    return out.index_add_(0, index, x)
+"""
+
+
+def test_trp401_silent_when_every_program_enables_deterministic_mode(lint):
+    files = {
+        "ops.py": SCATTER,
+        "train.py": "import torch\nfrom ops import pool\n\nif __name__ == '__main__':\n"
+        "    torch.use_deterministic_algorithms(True, warn_only=True)\n    pool(torch.rand(4, 2), torch.tensor([0, 1, 0, 1]), 2)\n",
+    }
+    assert rows(lint, files, "TRP401") == set()
+
+
+def test_trp401_reported_when_one_program_never_enables_it(lint):
+    files = {
+        "ops.py": SCATTER,
+        "train.py": "import torch\nfrom ops import pool\n\nif __name__ == '__main__':\n"
+        "    torch.use_deterministic_algorithms(True)\n    pool(torch.rand(4, 2), torch.tensor([0, 1]), 2)\n",
+        "bench.py": "import torch\nfrom ops import pool\n\nif __name__ == '__main__':\n"
+        "    pool(torch.rand(4, 2), torch.tensor([0, 1]), 2)\n",
+    }
+    result = lint(files, {"select": ["TRP401"]})
+    [finding] = findings(result, "TRP401")
+    assert (finding.row, finding.severity) == (5, Severity.WARNING)
+    assert "`bench.py` never enables deterministic mode" in finding.message
+    assert "[catalogue: index_add]" in finding.message
+    assert "torch.use_deterministic_algorithms(True)" in finding.message
+
+
+def test_trp401_deterministic_mode_switched_off_does_not_count(lint):
+    source = SCATTER + "\nif __name__ == '__main__':\n    torch.use_deterministic_algorithms(False)\n    pool(torch.rand(2, 2), torch.tensor([0, 0]), 1)\n"
+    assert rows(lint, source, "TRP401") == {5}
+
+
+def test_trp401_deterministic_mode_enabled_by_a_project_helper(lint):
+    files = {
+        "ops.py": SCATTER,
+        "utils.py": "import torch\n\ndef make_deterministic():\n    torch.use_deterministic_algorithms(True)\n",
+        "train.py": "from ops import pool\nfrom utils import make_deterministic\n\nif __name__ == '__main__':\n"
+        "    make_deterministic()\n    pool(None, None, 2)\n",
+    }
+    assert rows(lint, files, "TRP401") == set()
+
+
+# -- TRP401: what counts as the op ------------------------------------------------------------
+def test_trp401_name_resolution_aliases_and_a_user_function_of_the_same_name(lint):
+    source = """import torch.nn as tnn
+from torch.nn import functional as nnf
+from torch.nn.functional import interpolate as resize
+
+def interpolate(x, scale_factor, mode):
+    return x
+
+class Up(tnn.Module):
+    def forward(self, x):
+        a = nnf.interpolate(x, scale_factor=2, mode="bilinear")
+        b = resize(x, scale_factor=2, mode="trilinear")
+        c = interpolate(x, scale_factor=2, mode="bilinear")
+        return a, b, c
+"""
+    assert rows(lint, source, "TRP401") == {10, 11}
+
+
+def test_trp401_method_needs_a_tensor_receiver(lint):
+    source = """import numpy as np
+import pandas as pd
+import torch
+
+def f(table, graph, x: torch.Tensor, idx):
+    arr = np.zeros(5)
+    frame = pd.DataFrame()
+    graph.index_add_(0, idx, x)
+    graph.scatter_add(0, idx, x)
+    arr.cumsum()
+    frame.cumsum()
+    return x.index_add(0, idx, x)
+"""
+    assert rows(lint, source, "TRP401") == {12}
+
+
+def test_trp401_cpu_tensors_are_deterministic_for_cuda_only_ops(lint):
+    source = """import torch
+
+def f(idx, values):
+    on_cpu = torch.zeros(10)
+    on_cpu.index_add_(0, idx, values)
+    on_gpu = torch.zeros(10, device="cuda")
+    on_gpu.index_add_(0, idx, values)
+    moved = torch.zeros(10).cuda()
+    moved.scatter_add_(0, idx, values)
+    back = on_gpu.cpu()
+    back.scatter_add_(0, idx, values)
+"""
+    assert rows(lint, source, "TRP401") == {7, 9}
+
+
+def test_trp401_cpu_only_ops_need_a_cpu_tensor(lint):
+    source = """import torch
+
+def f(x: torch.Tensor, idx, values):
+    x.index_put_((idx,), values, accumulate=True)
+    cpu = torch.zeros(10)
+    cpu.index_put_((idx,), values, accumulate=True)
+    cpu.put_(idx, values, accumulate=True)
+    x.put_(idx, values, accumulate=True)
+"""
+    result = lint(source, {"select": ["TRP401", "TRP402"]})
+    assert reported(result, lint.root) == {
+        ("example.py", 6, "TRP401"),
+        ("example.py", 7, "TRP401"),
+        ("example.py", 8, "TRP402"),  # put_ accumulate on CUDA raises: TRP402, and not TRP401 too
+    }
+
+
+def test_trp401_counting_with_ones_or_integers_is_exact(lint):
+    # GNN degree / count code: adding ones (or integers) gives the same result in any order.
+    source = """import torch
+
+def degree(index, n):
+    out = torch.zeros(n, device=index.device)
+    one = torch.ones(index.size(0), device=out.device)
+    return out.scatter_add_(0, index, one)
+
+def counts(x: torch.Tensor, index, n):
+    count = x.new_zeros(n)
+    count.scatter_add_(0, index, x.new_ones(x.size(0)))
+    ints = torch.zeros(n, dtype=torch.long, device=x.device)
+    ints.index_add_(0, index, index)
+    total = x.new_zeros(n, x.size(1))
+    return total.scatter_add_(0, index.view(-1, 1).expand_as(x), x)
+"""
+    assert rows(lint, source, "TRP401") == {14}
+
+
+def test_trp401_writing_one_constant_through_duplicate_indices_is_harmless(lint):
+    source = """import torch
+
+def mark(x: torch.Tensor, rows, cols, idx, src):
+    x.index_put_((rows, cols), torch.tensor(1.0))
+    x.scatter_(1, idx, torch.ones_like(x))
+    x.index_copy_(0, idx, x.new_zeros(3, 4))
+    x.index_put_((rows, cols), src)
+    x.scatter_(1, idx, x * 2)
+"""
+    assert rows(lint, source, "TRP401") == {7, 8}
+
+
+def test_trp401_scatter_with_a_scalar_value_is_not_flagged(lint):
+    source = """import torch
+
+def one_hot(labels: torch.Tensor, n):
+    return torch.zeros(labels.size(0), n, device=labels.device).scatter_(1, labels[:, None], 1.0)
+"""
+    assert rows(lint, source, "TRP401") == set()
+
+
+def test_trp401_cumsum_only_on_one_dimensional_floats(lint):
+    source = """import torch
+
+def f(x: torch.Tensor):
+    a = torch.rand(100, device="cuda").cumsum(0)
+    b = torch.rand(4, 100, device="cuda").cumsum(1)
+    c = torch.arange(10).cumsum(0)
+    d = x.cumsum(0)
+    e = torch.cumsum(torch.randn(50), dim=0)
+    return a, b, c, d, e
+"""
+    assert rows(lint, source, "TRP401") == {4}
+
+
+def test_trp401_padding_by_pad_length_and_conv_padding_mode(lint):
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+PAD = (2, 2, 2, 2)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(3, 3, 3, padding=1, padding_mode="reflect")
+        self.c2 = nn.Conv2d(3, 3, 3, padding=1, padding_mode="reflect")
+        self.c3 = nn.Conv2d(3, 3, 3, padding=1, padding_mode="replicate")
+        self.c4 = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, x, pad):
+        a = F.pad(x, PAD, mode="reflect")
+        b = F.pad(x, [1] * 6, mode="reflect")
+        c = F.pad(x, (1, 1), mode="reflect")
+        d = F.pad(x, pad, mode="reflect")
+        e = F.pad(x, (1, 1, 1, 1), mode="replicate")
+        return a, b, c, d, e
+"""
+    result = lint(source, {"select": ["TRP401", "TRP402"]})
+    assert reported(result, lint.root) == {
+        ("example.py", 9, "TRP402"),  # Conv1d reflect: ReflectionPad1d backward raises
+        ("example.py", 10, "TRP401"),
+        ("example.py", 11, "TRP401"),
+        ("example.py", 15, "TRP401"),
+        ("example.py", 16, "TRP402"),  # 6 values: ReflectionPad3d
+        ("example.py", 17, "TRP402"),  # 2 values: ReflectionPad1d
+        ("example.py", 19, "TRP401"),
+    }
+
+
+def test_trp401_and_trp402_unknown_or_conditional_modes(lint):
+    source = """import torch.nn.functional as F
+
+MODE = "bicubic"
+
+def f(x, mode, fast):
+    a = F.interpolate(x, scale_factor=2, mode=mode)
+    b = F.interpolate(x, scale_factor=2, mode=MODE)
+    c = F.interpolate(x, scale_factor=2, mode="bicubic" if fast else "linear")
+    d = F.interpolate(x, scale_factor=2, mode="bilinear" if fast else "nearest")
+    e = F.interpolate(x, **{"mode": "bilinear"})
+    return a, b, c, d, e
+"""
+    result = lint(source, {"select": ["TRP401", "TRP402"]})
+    assert reported(result, lint.root) == {("example.py", 7, "TRP402"), ("example.py", 8, "TRP402")}
+
+
+# -- TRP401/402: where nothing is differentiated ----------------------------------------------
+def test_backward_only_ops_without_gradients(lint):
+    source = """import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+class Frames(IterableDataset):
+    def __iter__(self):
+        yield F.interpolate(torch.rand(1, 3, 8, 8), scale_factor=2, mode="bilinear")
+
+class Resize:
+    def __call__(self, image):
+        return F.interpolate(image[None], size=(32, 32), mode="bicubic")[0]
+
+def pad_batch(items):
+    return F.pad(torch.stack(items), (1, 1, 1, 1), mode="reflect")
+
+def evaluate(model, x):
+    with torch.inference_mode():
+        y = F.grid_sample(x, torch.rand(1, 4, 4, 2))
+    with torch.no_grad():
+        with torch.enable_grad():
+            z = F.grid_sample(x, torch.rand(1, 4, 4, 2))
+    with torch.set_grad_enabled(False):
+        w = F.interpolate(x, scale_factor=2, mode="bicubic")
+    return y, z, w
+
+loader = DataLoader(Frames(), collate_fn=pad_batch)
+"""
+    result = lint(source, {"select": ["TRP401", "TRP402"]})
+    assert reported(result, lint.root) == {("example.py", 21, "TRP402")}
+
+
+def test_forward_ops_are_reported_under_no_grad_but_not_in_data_pipelines(lint):
+    source = """import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+@torch.no_grad()
+def stats(x: torch.Tensor):
+    return torch.histc(x.float(), bins=10), F.max_unpool2d(x, x.long(), 2)
+
+class Samples(Dataset):
+    def __getitem__(self, i):
+        x = torch.rand(10)
+        return torch.histc(x, bins=4), F.max_unpool1d(x[None, None], x.long()[None, None], 2)
+"""
+    result = lint(source, {"select": ["TRP402"]})
+    # histc raises only on CUDA (a Dataset works on CPU tensors); max_unpool raises on CPU too.
+    assert {row for _, row, _ in reported(result, lint.root, "TRP402")} == {7, 12}
+    assert [f.column for f in findings(result, "TRP402") if f.row == 12] == [40]
+
+
+def test_lightning_evaluation_steps_and_checkpoint_code(lint):
+    source = """import torch
+import torch.nn.functional as F
+import lightning as L
+
+class Model(L.LightningModule):
+    def validation_step(self, batch, i):
+        return F.interpolate(batch, scale_factor=2, mode="bicubic")
+
+    def training_step(self, batch, i):
+        return F.interpolate(batch, scale_factor=2, mode="bicubic")
+
+def resize_pos_embed(posemb, size):
+    return F.interpolate(posemb, size=size, mode="bicubic", align_corners=False)
+
+def checkpoint_filter_fn(state_dict, model):
+    state_dict["pos_embed"] = resize_pos_embed(state_dict["pos_embed"], (14, 14))
+    return state_dict
+
+def load_weights(model, path):
+    state = torch.load(path)
+    state["bias"] = F.interpolate(state["bias"], size=(7, 7), mode="bicubic")
+    model.load_state_dict(state)
+"""
+    assert rows(lint, source, "TRP402") == {10}
+
+
+def test_weight_resizing_helper_used_in_forward_is_reported(lint):
+    # The same resizing helper, but a module calls it in forward: gradients reach the embedding.
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+def resample_pos_embed(posemb, size):
+    return F.interpolate(posemb, size=size, mode="bicubic")
+
+def unused_resize_rel_pos_table(table, size):
+    return F.interpolate(table, size=size, mode="bicubic")
+
+class ViT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.zeros(1, 8, 7, 7))
+
+    def forward(self, x):
+        return x + resample_pos_embed(self.pos_embed, x.shape[-2:])
+"""
+    assert rows(lint, source, "TRP402") == {6}
+
+
+def test_result_only_thresholded_is_not_differentiated(lint):
+    # Detection / segmentation post-processing: upsampled masks are compared with 0.5.
+    source = """import torch.nn.functional as F
+
+def masks_to_binary(mask_logits, size):
+    masks = F.interpolate(mask_logits[None], size, mode="bilinear", align_corners=False)[0]
+    return masks.gt_(0.5)
+
+def paste(mask_logits, size):
+    mask = F.interpolate(mask_logits, size=size, mode="bilinear")
+    mask = mask[0].sigmoid() > 0.5
+    return mask.cpu()
+
+def upsample_logits(logits, size):
+    out = F.interpolate(logits, size=size, mode="bilinear")
+    return out.sigmoid()
+"""
+    assert rows(lint, source, "TRP401") == {13}
+
+
+def test_function_used_only_from_inference_code_elsewhere(lint):
+    files = {
+        "utils/__init__.py": "",
+        "utils/torch_utils.py": """import torch
+
+def smart_inference_mode():
+    def decorate(fn):
+        return torch.inference_mode()(fn)
+    return decorate
+""",
+        "utils/masks.py": """import torch.nn.functional as F
+
+def crop(masks, boxes):
+    return masks * boxes
+
+def process_mask(protos, boxes, shape):
+    masks = F.interpolate(protos[None], shape, mode="bilinear")[0]
+    return crop(masks, boxes).gt_(0.5)
+
+def upsample(protos, shape):
+    return F.interpolate(protos[None], shape, mode="bilinear")[0]
+""",
+        "predict.py": """from utils.masks import process_mask, upsample
+from utils.torch_utils import smart_inference_mode
+
+@smart_inference_mode()
+def run(protos, boxes):
+    process = process_mask
+    return process(protos, boxes, (64, 64)), upsample(protos, (64, 64))
+
+def train_step(protos):
+    return upsample(protos, (32, 32)).sum()
+
+if __name__ == "__main__":
+    run(None, None)
+""",
+    }
+    result = lint(files, {"select": ["TRP401"]})
+    assert reported(result, lint.root, "TRP401") == {("utils/masks.py", 11, "TRP401")}
+
+
+# -- TRP402 ----------------------------------------------------------------------------------
+BICUBIC = """import torch
+import torch.nn.functional as F
+
+def upscale(x):
+    return F.interpolate(x, scale_factor=2, mode="bicubic")
+"""
+
+
+@pytest.mark.parametrize(
+    "enable, severity, words",
+    [
+        ("torch.use_deterministic_algorithms(True)", Severity.ERROR, "raises RuntimeError in the backward pass under the deterministic mode enabled at "),
+        ("torch.use_deterministic_algorithms(True, warn_only=True)", Severity.WARNING, "with `warn_only=True`"),
+        ("torch.set_deterministic_debug_mode('error')", Severity.ERROR, "deterministic mode enabled at"),
+        ("torch.manual_seed(0)", Severity.WARNING, "deterministic mode would make it raise"),
+    ],
+)
+def test_trp402_level_follows_the_program(lint, enable, severity, words):
+    source = BICUBIC + f"\nif __name__ == '__main__':\n    {enable}\n    upscale(torch.rand(1, 1, 4, 4))\n"
+    [finding] = findings(lint(source, {"select": ["TRP402"]}), "TRP402")
+    assert (finding.row, finding.severity) == (5, severity)
+    assert words in finding.message
+    assert "upsample_bicubic2d_backward" in finding.message
+    assert "mode='bilinear'" in finding.message
+
+
+def test_trp402_error_names_where_deterministic_mode_is_enabled(lint):
+    files = {
+        "ops.py": BICUBIC,
+        "train.py": "import torch\nfrom ops import upscale\n\ndef main():\n    torch.use_deterministic_algorithms(True)\n"
+        "    upscale(torch.rand(1, 1, 4, 4))\n\nif __name__ == '__main__':\n    main()\n",
+    }
+    [finding] = findings(lint(files, {"select": ["TRP402"]}), "TRP402")
+    assert finding.severity == Severity.ERROR
+    assert "train.py:5" in finding.message
+
+
+def test_trp402_adaptive_pooling_output_sizes(lint):
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+SIZE = 7
+
+class Net(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.a = nn.AdaptiveAvgPool2d(1)
+        self.b = nn.AdaptiveAvgPool2d((1, 1))
+        self.c = nn.AdaptiveAvgPool2d(output_size=1)
+        self.d = nn.AdaptiveAvgPool2d((None, 7))
+        self.e = nn.AdaptiveAvgPool2d((1, None))
+        self.f = nn.AdaptiveAvgPool2d(size)
+        self.g = nn.AdaptiveAvgPool2d(SIZE)
+        self.h = nn.AdaptiveAvgPool3d((1, 1, 1))
+        self.i = nn.AdaptiveMaxPool3d(4)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool1d(x, 5), F.adaptive_max_pool1d(x, 1)
+"""
+    assert rows(lint, source, "TRP402") == {12, 15, 20}
+
+
+def test_trp402_area_interpolation_raises_for_every_rank(lint):
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+class Down(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Upsample(scale_factor=0.5, mode="area")
+
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=0.5, mode="area"), F.upsample(x, scale_factor=0.5, mode="area")
+"""
+    result = lint(source, {"select": ["TRP402"]})
+    assert {f.row for f in findings(result, "TRP402")} == {7, 10}
+    assert all("instead of `mode='area'`" in f.message for f in findings(result, "TRP402"))
+
+
+def test_trp402_cross_entropy_needs_inputs_shown_to_have_three_or_more_dims(lint):
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Seg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Conv2d(8, 3, 1)
+        self.loss = nn.CrossEntropyLoss(reduction="none")
+        self.loss2 = nn.CrossEntropyLoss(label_smoothing=0.1)
+
+    def forward(self, feats, mask, logits, targets, soft):
+        out = self.head(feats)
+        a = self.loss(out, mask)
+        b = self.loss2(out, mask)
+        c = F.cross_entropy(logits, targets)
+        d = F.cross_entropy(logits.permute(0, 3, 1, 2), targets)
+        e = F.cross_entropy(out, torch.softmax(soft, dim=1))
+        f = F.nll_loss(F.log_softmax(logits.transpose(1, 2), dim=1), targets)
+        g = F.cross_entropy(logits.reshape(-1, 3), targets.reshape(-1))
+        h = F.cross_entropy(out, mask, reduction="sum")
+        return a, b, c, d, e, f, g, h
+
+def train(model, loader):
+    criterion = nn.CrossEntropyLoss()
+    for images, labels in loader:
+        criterion(model(images), labels)
+"""
+    result = lint(source, {"select": ["TRP402"]})
+    assert {f.row for f in findings(result, "TRP402")} == {10, 17, 19, 21}
+    [module_form] = [f for f in findings(result, "TRP402") if f.row == 10]
+    assert "called at line 15 on an input with 3 or more dims" in module_form.message
+
+
+def test_trp402_shared_method_names(lint):
+    source = """import numpy as np
+import torch
+
+def f(x: torch.Tensor, w: torch.Tensor, series, arr: np.ndarray):
+    a = x.median()
+    b = x.median(dim=1)
+    c = x.median(1, keepdim=True)
+    d = torch.median(x, 0)
+    e = np.median(arr, axis=0)
+    f = series.median(dim=1)
+    g = torch.bincount(x)
+    h = torch.bincount(x, weights=None)
+    i = x.bincount(w)
+    j = x.long().histc(bins=4)
+    k = x.float().histc(bins=4)
+    m = x.histc(bins=4)
+    n = arr.put([0], [1.0])
+    return a, b, c, d, e, f, g, h, i, j, k, m, n
+"""
+    assert rows(lint, source, "TRP402") == {6, 7, 8, 13, 15}
+
+
+def test_trp402_antialias_and_torchscript_paths(lint):
+    source = """import torch
+import torch.nn.functional as F
+
+def resize(x):
+    return F.interpolate(x, size=(8, 8), mode="bilinear", antialias=True)
+
+@torch.jit.script
+def scripted(x):
+    return F.interpolate(x, scale_factor=2.0, mode="bilinear")
+"""
+    result = lint(source, {"select": ["TRP401", "TRP402"]})
+    assert reported(result, lint.root) == {("example.py", 5, "TRP402"), ("example.py", 9, "TRP402")}
+    assert "upsample_linear_native_direct" in findings(result, "TRP402")[-1].message
+
+
+def test_trp402_version_gates(lint):
+    source = """import torch
+import torch.nn as nn
+
+def f(x: torch.Tensor):
+    pool = nn.MaxPool3d(2)
+    pool_idx = nn.MaxPool3d(2, return_indices=True)
+    return x.kthvalue(2, dim=0), pool, pool_idx
+"""
+    assert rows(lint, source, "TRP402", {"torch-version": "2.9"}) == {5, 6, 7}
+    assert rows(lint, source, "TRP402", {"torch-version": "2.10"}) == {5, 6}
+    assert rows(lint, source, "TRP402", {"torch-version": "2.13"}) == {5}
+    assert rows(lint, source, "TRP401", {"torch-version": "2.13"}) == {6}
+    assert rows(lint, source, "TRP401", {"torch-version": "2.9"}) == set()
+    message = findings(lint(source, {"select": ["TRP402"], "torch-version": "2.9"}), "TRP402")[-1].message
+    assert "in torch 2.9" in message and "kthvalue_cuda" in message
+
+
+# -- TRP403 ----------------------------------------------------------------------------------
+def test_trp403_module_detection_and_gating(lint):
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import lightning as L
+
+class Base(nn.Module):
+    pass
+
+class Child(Base):
+    def forward(self, x):
+        return F.dropout(x, 0.2)
+
+class Duck:
+    def forward(self, x):
+        return F.dropout(x, 0.2)
+
+class Plain:
+    def apply(self, x):
+        return F.dropout(x, 0.2)
+
+class Early(nn.Module):
+    def forward(self, x):
+        if not self.training:
+            return x
+        return F.dropout(x, 0.2)
+
+class Explicit(nn.Module):
+    def forward(self, x, **kwargs):
+        a = F.dropout(x, 0.2, True)
+        b = F.dropout(x, p=0.0)
+        c = F.dropout(x, 0.2, **kwargs)
+        d = F.feature_alpha_dropout(x, 0.2)
+        return a + b + c + d
+
+class Lit(L.LightningModule):
+    def training_step(self, batch, i):
+        return F.dropout(batch, 0.5)
+"""
+    assert rows(lint, source, "TRP403") == {11, 15}
+
+
+def test_trp403_attention_dropout(lint):
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+class Attn(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+        self.attn_drop = nn.Dropout(p)
+
+    def forward(self, q, k, v, dropout_p=0.0, **kw):
+        a = F.scaled_dot_product_attention(q, k, v, None, self.p)
+        b = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_drop.p if self.training else 0.0)
+        p = 0.0 if not self.training else self.p
+        c = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        d = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        e = F.scaled_dot_product_attention(q, k, v, **kw)
+        f = F.scaled_dot_product_attention(q, k, v)
+        return a, b, c, d, e, f
+"""
+    result = lint(source, {"select": ["TRP403"]})
+    [finding] = findings(result, "TRP403")
+    assert finding.row == 11
+    assert "dropout_p=self.p if self.training else 0.0" in finding.message
+
+
+def test_trp403_message_and_fix_metadata(lint):
+    from torchrepro_lint.rules import rule_by_code
+
+    source = "import torch.nn as nn\nimport torch.nn.functional as F\n\nclass B(nn.Module):\n    def forward(self, x):\n        return F.dropout(x)\n"
+    [finding] = findings(lint(source, {"select": ["TRP403"]}), "TRP403")
+    assert "`F.dropout(x)` in `B.forward`" in finding.message
+    assert "training=self.training" in finding.message
+    rule = rule_by_code("TRP403")
+    assert rule.fix_safety == "safe" and "training=self.training" in rule.fix
+
+
+def test_op_on_the_data_input_of_a_top_level_model_is_not_differentiated(lint):
+    # A super-resolution model upsamples its low-resolution conditioning image: data, no gradient.
+    # The same op in a block that a model builds works on activations.
+    files = {
+        "blocks.py": """import torch.nn as nn
+import torch.nn.functional as F
+
+class Fuse(nn.Module):
+    def forward(self, x, skip):
+        return F.interpolate(x, size=skip.shape[-2:], mode="bilinear") + skip
+""",
+        "model.py": """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from blocks import Fuse
+
+class SuperRes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fuse = Fuse()
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear")
+
+    def forward(self, x, low_res=None):
+        cond = F.interpolate(low_res, x.shape[-2:], mode="bilinear")
+        return self.fuse(torch.cat([x, cond], 1), x) + self.up(x)
+""",
+        "train.py": """from model import SuperRes
+
+def build():
+    return SuperRes()
+""",
+    }
+    result = lint(files, {"select": ["TRP401"]})
+    assert reported(result, lint.root, "TRP401") == {("blocks.py", 6, "TRP401")}
+
+
+def test_mode_assigned_in_branches_counts_every_value(lint):
+    source = """import torch.nn.functional as F
+
+def up(x, smooth, fast):
+    mode = "nearest"
+    if smooth:
+        mode = "bicubic"
+    a = F.interpolate(x, scale_factor=2, mode=mode)
+    kind = "bicubic"
+    if fast:
+        kind = "linear"
+    b = F.interpolate(x, scale_factor=2, mode=kind)
+    return a, b
+"""
+    assert rows(lint, source, "TRP402") == {11}
+
+
+def test_trp403_autograd_function_and_nested_helper(lint):
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Drop(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return F.dropout(x, 0.1)
+
+class Net(nn.Module):
+    def forward(self, x):
+        def inner(y):
+            return F.dropout(y, 0.1)
+        return inner(x)
+"""
+    assert rows(lint, source, "TRP403") == {13}

@@ -1,0 +1,179 @@
+"""Shared by TRP401 and TRP402: the op matches of a module, program status, and message text.
+
+Matching is ``analysis.op_matching.ops_in``; this module only decides what the messages say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchrepro_lint.analysis.op_matching import OpMatch, ProjectUses, ops_in
+from torchrepro_lint.project.known_apis import Kind
+
+DET_MODE_CALL = "`torch.use_deterministic_algorithms(True)`"
+
+# Shared by both rules' documentation (rules/TRP401.md, TRP402.md).
+EVIDENCE_DECISIONS = (
+    "Conditions must be shown by the code (precision before recall): a `mode`, `pad`, output "
+    "size or `reduce` that is not a literal or a local constant is silent, and so is a method on "
+    "a receiver not shown to be a tensor (NumPy arrays never). An argument with a few known "
+    "values (`'bicubic' if fast else 'linear'`) is reported only when every value is. The "
+    "device need not be known (CUDA is where these ops are nondeterministic), but a tensor shown "
+    "to be on the CPU is not reported for CUDA-only ops, and neither is data-pipeline code "
+    "(Datasets, transforms, collate functions), which works on CPU tensors."
+)
+GRAD_DECISIONS = (
+    "Backward-only ops are not reported where nothing is differentiated: under `torch.no_grad()`, "
+    "`torch.inference_mode()` or `set_grad_enabled(False)` (block or decorator, also a project "
+    "decorator named like `smart_inference_mode`), in Dataset classes, transforms (`__call__` of "
+    "transform classes, modules named `transforms` / `augmentations`), collate functions, "
+    "checkpoint-loading functions (they call `torch.load` / `load_state_dict`, or are named like "
+    "`load_*` / `*_filter_fn`, and module-level helpers called only from them), Lightning's "
+    "validation/test/predict steps; when the op's result only feeds non-differentiable uses "
+    "(`> 0.5`, `.gt_()`, `.long()`, `.item()`: mask post-processing); in a module-level function "
+    "that the project references only from such code; on an input argument of `forward` of a "
+    "top-level model (built by the project outside any `nn.Module`, test code aside), which is "
+    "data; and in never-referenced module-level helpers named like weight resizing "
+    "(`resize_pos_embed`, `resample_abs_pos_embed`), which resize checkpoints."
+)
+
+# Why the op varies run to run, by catalogue entry id (short: it goes in parentheses).
+_ATOMIC_BACKWARD = "its CUDA backward adds gradients with atomics, in no fixed order"
+_ATOMIC_FORWARD = "it sums with CUDA atomics, in no fixed order"
+_DUPLICATES = "with duplicate indices, which write lands depends on thread timing"
+WHY = {
+    # TRP401: deterministic alternative exists
+    "upsample_bilinear2d_backward": _ATOMIC_BACKWARD,
+    "upsample_trilinear3d_backward": _ATOMIC_BACKWARD,
+    "reflection_pad2d_backward": _ATOMIC_BACKWARD,
+    "replication_pad_backward": _ATOMIC_BACKWARD,
+    "max_pool3d_backward_with_indices": _ATOMIC_BACKWARD,
+    "scatter_add": _ATOMIC_FORWARD,
+    "scatter_reduce_sum_mean": _ATOMIC_FORWARD,
+    "scatter_legacy_add": _ATOMIC_FORWARD,
+    "index_add": _ATOMIC_FORWARD,
+    "bmm_sparse_dense": _ATOMIC_FORWARD,
+    "scatter_src": _DUPLICATES + " on CUDA",
+    "index_put_no_accumulate": _DUPLICATES + ", on CPU and CUDA",
+    "index_copy": _DUPLICATES + ", on CPU and CUDA",
+    "index_put_accumulate_cpu": "on CPU it accumulates in parallel, in no fixed order",
+    "put_accumulate_cpu": "on CPU it accumulates in parallel, in no fixed order",
+    "cumsum": "a 1-D floating-point cumsum on CUDA is a parallel scan whose rounding varies",
+    # TRP402: no deterministic implementation
+    "put_no_accumulate": _DUPLICATES,
+    "put_accumulate_cuda": _ATOMIC_FORWARD,
+    "max_unpool_forward": "its writes through the indices may collide, on CPU and CUDA",
+    "median_with_indices": "which index it returns among equal values is not fixed on CUDA",
+    "kthvalue_cuda": "which index it returns among equal values is not fixed on CUDA",
+    "histc_float": _ATOMIC_FORWARD,
+    "bincount_weights": _ATOMIC_FORWARD,
+    "index_reduce": "it reduces with CUDA atomics, in no fixed order",
+    "scatter_reduce_prod": "it multiplies with CUDA atomics, in no fixed order",
+    "scatter_legacy_multiply": "it multiplies with CUDA atomics, in no fixed order",
+    "nll_loss2d_forward": "for inputs with 3 or more dims its CUDA kernel sums the loss with atomics",
+    "quantized_resize": "new memory of a quantized tensor is not initialized",
+}
+DEFAULT_WHY = {"backward": _ATOMIC_BACKWARD, "forward": "it uses CUDA atomics, in no fixed order"}
+
+
+def why(entry) -> str:
+    return WHY.get(entry.id, DEFAULT_WHY["backward" if entry.phases == ("backward",) else "forward"])
+
+
+# What to do instead (TRP402), by entry id. TRP401's fix is always deterministic mode.
+ADVICE = {
+    "avg_pool3d_backward": "use a 3-D convolution with fixed uniform weights, or accept it with `warn_only=True`",
+    "adaptive_avg_pool2d_backward": "use `nn.AvgPool` with a fixed kernel and stride (or global pooling, output size 1, which is a deterministic mean)",
+    "adaptive_avg_pool3d_backward": "use `nn.AvgPool3d` with a fixed kernel and stride (or output size 1, a deterministic mean)",
+    "adaptive_max_pool2d_backward": "use `nn.MaxPool` with a fixed kernel and stride, or `amax` over the pooled dims",
+    "max_pool3d_backward_no_indices": "pass `return_indices=True` (from torch 2.11 it then takes a deterministic path in deterministic mode)",
+    "fractional_max_pool2d_backward": "use a regular `MaxPool2d`, or accept it with `warn_only=True`",
+    "fractional_max_pool3d_backward": "use a regular `MaxPool3d`, or accept it with `warn_only=True`",
+    "max_unpool_forward": "replace it with a scatter through `index_put_` on a zero tensor, or accept it with `warn_only=True`",
+    "upsample_linear1d_backward": "add a dim and use `mode='bilinear'` (deterministic in deterministic mode), or `mode='nearest'`",
+    "upsample_bicubic2d_backward": "use `mode='bilinear'` (deterministic in deterministic mode) or `mode='nearest'`",
+    "upsample_antialias_backward": "drop `antialias=True` (bilinear then has a deterministic path)",
+    "upsample_linear_native_direct": "call `F.interpolate` from eager (non-TorchScript) code so its deterministic decomposition is used",
+    "reflection_pad1d_backward": "pad with `mode='replicate'` (deterministic in deterministic mode), or reflect-pad in 2-D with 4 pad values",
+    "reflection_pad3d_backward": "pad with `mode='replicate'` (deterministic in deterministic mode)",
+    "replication_pad_native_direct": "call `F.pad(mode='replicate')` from eager (non-TorchScript) code",
+    "nll_loss2d_forward": "flatten to (N*d, C) logits and (N*d,) targets before the loss, or use `reduction='none'` and reduce yourself",
+    "ctc_loss_backward": "use the cuDNN path (int32 targets, blank=0, float32 log-probs), or accept it with `warn_only=True`",
+    "embedding_bag_max_backward": "use `mode='sum'` or `mode='mean'`",
+    "grid_sampler_backward": "there is no deterministic alternative: accept it with `warn_only=True`, or keep the sampled input out of the graph",
+    "put_no_accumulate": "use `x.view(-1).index_put_((index,), values)` (deterministic in deterministic mode)",
+    "put_accumulate_cuda": "use `x.view(-1).index_put_((index,), values, accumulate=True)` (sort-based and deterministic on CUDA)",
+    "take_backward": "index the flattened tensor instead: `x.reshape(-1)[index]`",
+    "scatter_reduce_prod": "there is no deterministic alternative: accept it with `warn_only=True`",
+    "scatter_legacy_multiply": "there is no deterministic alternative: accept it with `warn_only=True`",
+    "index_reduce": "use `scatter_reduce` with reduce 'sum', 'mean', 'amax' or 'amin' (deterministic or order-free)",
+    "histc_float": "bin the values yourself and count with `torch.bincount` (deterministic without weights)",
+    "bincount_weights": "sum the weights with `torch.zeros(n).index_add_(0, index, weights)` (deterministic in deterministic mode)",
+    "median_with_indices": "take the middle element of `x.sort(dim=dim).values` (or `median()` without `dim`)",
+    "kthvalue_cuda": "use `x.sort(dim=dim).values` (torch 2.10 and newer no longer raise here)",
+    "quantized_resize": "allocate the quantized tensor at its final size",
+}
+
+
+AREA_ADVICE = "downsample with `F.avg_pool2d` / `nn.AvgPool2d` and an integer factor instead of `mode='area'`"
+
+
+def advice(match: OpMatch) -> str:
+    if match.entry.id.startswith("adaptive_avg_pool") and match.api.name in (
+        "torch.nn.functional.interpolate", "torch.nn.functional.upsample", "torch.nn.Upsample"
+    ):
+        return AREA_ADVICE
+    return ADVICE.get(match.entry.id, "accept it with `warn_only=True`")
+
+
+_USES: list = []  # [ProjectUses] of the project being linted (the last one)
+
+
+def _all(module, context) -> list[OpMatch]:
+    if not _USES or _USES[0].project is not context.project:
+        _USES[:] = [ProjectUses(context.project)]
+    uses = _USES[0]
+    return ops_in(module.index, context.config.torch_version, module.source.path.as_posix(), uses)
+
+
+def matches(module, context, rule: str) -> list[OpMatch]:
+    return [m for m in _all(module, context) if m.rule == rule]
+
+
+def raising_calls(module, context) -> set[int]:
+    """Calls that TRP402 reports: TRP401 stays quiet there (one finding per call)."""
+    return {id(m.site.node) for m in _all(module, context) if m.rule == "TRP402"}
+
+
+@dataclass
+class DetModeStatus:
+    programs: list  # programs reaching the module
+    strict: tuple | None  # (program, occurrence) enabling deterministic mode without warn_only
+    warn_only: tuple | None  # (program, occurrence) enabling it with warn_only
+    without: list  # programs reaching the module that never enable it
+
+    @property
+    def always_on(self) -> bool:
+        return bool(self.programs) and not self.without
+
+
+def det_mode_status(module, context) -> DetModeStatus:
+    programs = context.programs_reaching(module)
+    strict = next(((p, o) for p in programs for o in p.facts.of(Kind.DET_MODE)), None)
+    warn = next(((p, o) for p in programs for o in p.facts.of(Kind.DET_MODE_WARN)), None)
+    without = [p for p in programs if not p.facts.has(Kind.DET_MODE, Kind.DET_MODE_WARN)]
+    return DetModeStatus(programs, strict, warn, without)
+
+
+def where(context, pair) -> str:
+    return context.line_of(pair[1].site)
+
+
+def programs_phrase(status: DetModeStatus) -> str:
+    if not status.programs:
+        return "deterministic mode is never enabled"
+    names = [p.entry.source.path.name for p in status.without]
+    shown = ", ".join(f"`{n}`" for n in dict.fromkeys(names[:2]))
+    more = f" (and {len(names) - 2} more)" if len(names) > 2 else ""
+    verb = "never enables" if len(names) == 1 else "never enable"
+    return f"{shown}{more} {verb} deterministic mode"

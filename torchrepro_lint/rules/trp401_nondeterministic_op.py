@@ -1,0 +1,199 @@
+from __future__ import annotations
+
+from torchrepro_lint.rules._ops import (
+    EVIDENCE_DECISIONS,
+    GRAD_DECISIONS,
+    det_mode_status,
+    matches,
+    programs_phrase,
+    raising_calls,
+    why,
+)
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class NondeterministicOp(Rule):
+    code = "TRP401"
+    name = "nondeterministic-op"
+    summary = "An op that is nondeterministic on CUDA, in a program that never enables deterministic mode."
+    why = (
+        "`index_add_`, `scatter_add_`, `scatter_reduce` sums, bilinear `interpolate` backward, "
+        "reflection and replication padding backward and the other ops of the catalogue add "
+        "floating-point numbers with atomic operations (or write duplicate indices) in whatever order "
+        "the GPU threads arrive, so the same seed gives different numbers on every run. Each of "
+        "them has a deterministic implementation that PyTorch uses only when "
+        "`torch.use_deterministic_algorithms(True)` is on."
+    )
+    fix = (
+        "Call `torch.use_deterministic_algorithms(True)` at the start of the program (and set "
+        "`CUBLAS_WORKSPACE_CONFIG=:4096:8` on torch < 2.10): these ops then switch to their "
+        "deterministic implementation. `torchrepro-lint catalog` lists every op and condition."
+    )
+    decisions = (
+        "The op list is the package's catalogue (`torchrepro-lint catalog`), as it holds for "
+        "`torch-version`; the message names the catalogue entry. Reported at every matching call "
+        "(module-form ops such as `nn.Upsample(mode='bilinear')` or `nn.ReflectionPad2d` at their "
+        "construction) unless every program that runs the module enables deterministic mode "
+        "(`warn_only=True` counts: the deterministic implementations are used then too); code that "
+        "no program reaches is reported. " + EVIDENCE_DECISIONS + " Ops nondeterministic only on "
+        "the CPU (`index_put_` / `put_` with `accumulate=True`) need a tensor shown to be on the "
+        "CPU. Sums whose order cannot matter are not reported: adding ones (counting, node "
+        "degrees) or integers with `scatter_add_` / `index_add_`; nor are writes of one constant "
+        "through possibly duplicate indices (`scatter_(1, idx, 1.0)`, `index_put_(..., "
+        "torch.tensor(1.0))`). `cumsum` is reported only on a floating 1-D tensor (the "
+        "catalogue's condition: multi-dim cumsums use per-row scans, deterministic anyway). "
+        + GRAD_DECISIONS + " A call that TRP402 reports is not also reported here. Not reported "
+        "at all (rules.md; carried by TRP205 once per program): convolutions, `nn.Embedding` and "
+        "attention backward, gather/index_select/repeat_interleave backward, implicit indexing."
+    )
+    hazards = (
+        Example(
+            '''import torch
+
+def aggregate(messages, index, num_nodes):
+    out = torch.zeros(num_nodes, messages.size(1), device=messages.device)
+    out.scatter_add_(0, index.unsqueeze(1).expand_as(messages), messages)  # <-- TRP401
+    return out
+''',
+            "Message passing with `scatter_add_`",
+        ),
+        Example(
+            '''import torch.nn as nn
+import torch.nn.functional as F
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)  # <-- TRP401
+        self.pad = nn.ReflectionPad2d(1)  # <-- TRP401
+
+    def forward(self, x):
+        return F.pad(self.pad(self.up(x)), (1, 1, 1, 1), mode="reflect")  # <-- TRP401
+''',
+            "Bilinear upsampling and reflection padding: their backward is nondeterministic (module form at construction)",
+        ),
+        Example(
+            '''import torch
+
+def class_weights(labels, weights):
+    totals = torch.zeros(10, device="cuda")
+    totals.index_add_(0, labels, weights)  # <-- TRP401
+    return totals
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    labels = torch.randint(0, 10, (100,), device="cuda")
+    print(class_weights(labels, torch.rand(100, device="cuda")))
+''',
+            "Seeded, but deterministic mode is never enabled",
+        ),
+        Example(
+            '''import torch.nn as nn
+
+class Encoder3d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool3d(2, return_indices=True)  # <-- TRP401
+        self.unpool_size = None
+''',
+            "torch 2.13: MaxPool3d(return_indices=True) has a deterministic path (TRP402 before 2.11)",
+            {"torch-version": "2.13"},
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+import torch.nn.functional as F
+
+def upsample(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+    print(upsample(torch.randn(1, 3, 8, 8)))
+''',
+            "The program enables deterministic mode: the deterministic implementation is used",
+        ),
+        Example(
+            '''import torch.nn as nn
+import torch.nn.functional as F
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Upsample(scale_factor=2)
+        self.pad = nn.ZeroPad2d(1)
+
+    def forward(self, x):
+        x = F.interpolate(x, scale_factor=2, mode="nearest")
+        return F.pad(self.pad(self.up(x)), (1, 1), mode="constant")
+''',
+            "Nearest upsampling (the default mode) and constant padding are deterministic",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+class Resized(Dataset):
+    def __getitem__(self, i):
+        image = torch.rand(3, 64, 64)
+        return F.interpolate(image[None], size=(32, 32), mode="bilinear")[0]
+
+@torch.no_grad()
+def upscale(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+def histogram(values, bins):
+    counts = np.zeros(bins)
+    np.add.at(counts, values, 1)
+    cpu_counts = torch.zeros(bins)
+    cpu_counts.index_add_(0, torch.as_tensor(values), torch.ones(len(values)))
+    return counts, cpu_counts
+''',
+            "Backward-only ops in a Dataset or under no_grad; NumPy; index_add_ on a CPU tensor",
+        ),
+        Example(
+            '''import torch
+
+def positions(mask):
+    return mask.long().cumsum(dim=1) - 1
+
+def cdf(probs):
+    return torch.softmax(probs, dim=-1).cumsum(dim=-1)
+''',
+            "cumsum of integers, and row-wise cumsum of a multi-dim tensor (deterministic scans)",
+        ),
+        Example(
+            '''import torch.nn as nn
+
+class Encoder3d(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool3d(2, return_indices=True)
+''',
+            "torch 2.9: no deterministic path for MaxPool3d yet (TRP402 reports it instead)",
+            {"torch-version": "2.9"},
+        ),
+    )
+
+    def check_module(self, module, context):
+        found = matches(module, context, self.code)
+        if not found:
+            return
+        status = det_mode_status(module, context)
+        if status.always_on:
+            return
+        raising = raising_calls(module, context)
+        for match in found:
+            if id(match.site.node) in raising:
+                continue
+            yield context.report(
+                self,
+                module,
+                match.site.node,
+                f"`{match.shown}` is nondeterministic ({why(match.entry)}) and {programs_phrase(status)}; "
+                f"call `torch.use_deterministic_algorithms(True)` so it uses its deterministic "
+                f"implementation [catalogue: {match.ids}]",
+            )

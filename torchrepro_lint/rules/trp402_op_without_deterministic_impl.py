@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+from torchrepro_lint.findings import Severity
+from torchrepro_lint.rules._ops import EVIDENCE_DECISIONS, GRAD_DECISIONS, advice, det_mode_status, matches, where, why
+from torchrepro_lint.rules.base import Example, Rule
+
+
+class OpWithoutDeterministicImpl(Rule):
+    code = "TRP402"
+    name = "op-without-deterministic-impl"
+    summary = "An op with no deterministic CUDA implementation: it raises in deterministic mode, varies otherwise."
+    why = (
+        "Some ops (`grid_sample` and adaptive pooling backward, bicubic or area `interpolate`, "
+        "3-D reflection padding, `histc`, `bincount(weights=...)`, `median(dim=...)`, NLL / "
+        "cross-entropy on inputs with 3 or more dims, ...) have only an atomics-based CUDA kernel. "
+        "Their results vary run to run, and once `torch.use_deterministic_algorithms(True)` is on "
+        "they raise `RuntimeError` (in the backward pass for backward-only ops), often hours into "
+        "training."
+    )
+    severity = Severity.WARNING
+    fix = (
+        "Use the deterministic alternative the message names (e.g. `mode='bilinear'` instead of "
+        "`'bicubic'`, `nn.AvgPool2d` instead of a non-global `AdaptiveAvgPool2d`, flattened logits "
+        "for the loss), or accept the op with `torch.use_deterministic_algorithms(True, "
+        "warn_only=True)`, which warns instead of raising."
+    )
+    decisions = (
+        "Level: error when a program that runs the module enables deterministic mode without "
+        "`warn_only` (the call will raise), otherwise warning; the message says which case and "
+        "where the mode is enabled. Every matching call is reported, reachable or not. The op list "
+        "is the package's catalogue for `torch-version`, so version-gated facts follow it: "
+        "`kthvalue` raises only before 2.10, `MaxPool3d(return_indices=True)` only before 2.11, "
+        "bilinear/trilinear `interpolate` and `ReflectionPad2d` no longer raise through their Python "
+        "entry points (TRP401 reports them). " + EVIDENCE_DECISIONS + " NLL / cross-entropy needs an "
+        "input shown to have 3 or more dims (a convolution output, an `interpolate` result, a sized "
+        "factory, `view`/`permute` with 3 or more sizes, `transpose(1, 2)`), also through the "
+        "instance calls of an `nn.CrossEntropyLoss()` built in the same class or function; its "
+        "target counts as class indices unless shown to be floating (probabilities). `histc` "
+        "needs an input shown to be floating. `interpolate(mode='area')` raises for every valid "
+        "input rank, so its rank need not be known. The CTC loss is assumed to take the native "
+        "path (the cuDNN one needs int32 targets and more). " + GRAD_DECISIONS + " Forward ops "
+        "(`histc`, `bincount(weights=...)`, `median(dim)`, the NLL loss, ...) raise whether or not "
+        "gradients flow, so `no_grad` does not silence them."
+    )
+    hazards = (
+        Example(
+            '''import torch
+import torch.nn.functional as F
+
+def warp(image, flow_grid):
+    return F.grid_sample(image, flow_grid, align_corners=False)  # <-- TRP402
+
+def upscale(x):
+    return F.interpolate(x, scale_factor=4, mode="bicubic")  # <-- TRP402
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+    x = torch.randn(1, 3, 8, 8, requires_grad=True)
+    upscale(warp(x, torch.rand(1, 8, 8, 2))).sum().backward()
+''',
+            "Raises in the backward pass once deterministic mode is on (reported as an error)",
+        ),
+        Example(
+            '''import torch.nn as nn
+
+class Classifier(nn.Module):
+    def __init__(self, channels, classes):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d((7, 7))  # <-- TRP402
+        self.attention = nn.AdaptiveMaxPool2d(1)  # <-- TRP402
+        self.fc = nn.Linear(channels * 49, classes)
+''',
+            "Adaptive pooling to a size other than 1, and adaptive max pooling of any size",
+        ),
+        Example(
+            '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class SegHead(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.classifier = nn.Conv2d(256, classes, 1)
+        self.criterion = nn.CrossEntropyLoss(ignore_index=255)  # <-- TRP402
+
+    def forward(self, features, mask):
+        logits = self.classifier(features)
+        return self.criterion(logits, mask)
+
+def class_stats(pred: torch.Tensor, weights: torch.Tensor):
+    hist = torch.histc(pred.float(), bins=10, min=0, max=9)  # <-- TRP402
+    counts = torch.bincount(pred.flatten(), weights=weights.flatten())  # <-- TRP402
+    middle = pred.float().median(dim=0)  # <-- TRP402
+    return hist, counts, middle
+''',
+            "Cross-entropy on (N, C, H, W) logits, float `histc`, weighted `bincount`, `median(dim)`",
+        ),
+        Example(
+            '''import torch
+
+def top3(scores: torch.Tensor):
+    return scores.kthvalue(3, dim=1)  # <-- TRP402
+''',
+            "torch 2.9: `kthvalue` still raised on CUDA (no longer from 2.10)",
+            {"torch-version": "2.9"},
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.gap2 = nn.AdaptiveAvgPool2d((1, 1))
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.criterion = nn.CrossEntropyLoss()
+
+    def forward(self, x, labels):
+        x = F.interpolate(self.up(x), scale_factor=2)
+        logits = self.gap(x).flatten(1)
+        return self.criterion(logits, labels)
+''',
+            "Global average pooling (a mean), nearest upsampling, cross-entropy on (N, C) logits",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+import torch.nn.functional as F
+
+def summarize(pred: torch.Tensor, logits, targets):
+    counts = torch.bincount(pred.flatten())
+    center = pred.float().median()
+    per_token = F.cross_entropy(logits, targets, reduction="none")
+    flat = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    table = np.zeros(10)
+    table.put([0, 2], [1.0, 2.0])
+    return counts, center, per_token, flat, np.median(table, axis=0)
+''',
+            "`bincount()` without weights, `median()` without dim, `reduction='none'`, flattened logits, NumPy",
+        ),
+        Example(
+            '''import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+class Crops(Dataset):
+    def __getitem__(self, i):
+        image = torch.rand(1, 3, 64, 64)
+        grid = torch.rand(1, 32, 32, 2) * 2 - 1
+        return F.grid_sample(image, grid, align_corners=False)[0]
+
+def evaluate(model, images, mode):
+    with torch.no_grad():
+        big = F.interpolate(images, scale_factor=2, mode="bicubic")
+    return model(F.interpolate(big, scale_factor=0.5, mode=mode))
+''',
+            "Backward-only ops in a Dataset and under `torch.no_grad()`; an unknown mode",
+        ),
+        Example(
+            '''import torch
+
+def top3(scores: torch.Tensor):
+    return scores.kthvalue(3, dim=1)
+''',
+            "torch 2.13: `kthvalue` no longer raises",
+            {"torch-version": "2.13"},
+        ),
+    )
+
+    def check_module(self, module, context):
+        found = matches(module, context, self.code)
+        if not found:
+            return
+        status = det_mode_status(module, context)
+        version = context.config.torch_version
+        for match in found:
+            entry = match.entry
+            backward = entry.phases == ("backward",)
+            impl = "no deterministic" + ("" if entry.device in ("any", "cpu") else " CUDA") + " implementation"
+            impl += " of its backward" if backward else ""
+            if entry.until or entry.since or match.api.until or match.api.since:
+                impl += " in torch %d.%d" % version
+            todo = advice(match)
+            head = f"`{match.shown}`" + (f" ({match.evidence})" if match.evidence else "") + f" has {impl}"
+            raises = "raises RuntimeError" + (" in the backward pass" if backward else "")
+            tail = f" [catalogue: {match.ids}]"
+            if status.strict is not None:
+                severity = Severity.ERROR
+                message = (
+                    f"{head}, so it {raises} under the deterministic mode enabled at {where(context, status.strict)}; "
+                    f"{todo}, or pass `warn_only=True` to the call that enables it{tail}"
+                )
+            elif status.warn_only is not None:
+                severity = Severity.WARNING
+                message = (
+                    f"{head}: deterministic mode is on with `warn_only=True` ({where(context, status.warn_only)}), "
+                    f"so it only warns and its result still varies run to run; {todo}{tail}"
+                )
+            else:
+                severity = Severity.WARNING
+                message = (
+                    f"{head} ({why(entry)}): results vary run to run, and deterministic mode would make it "
+                    f"{raises.replace('raises', 'raise')}; {todo}{tail}"
+                )
+            yield context.report(self, module, match.site.node, message, severity)

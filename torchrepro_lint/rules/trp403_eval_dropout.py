@@ -1,0 +1,274 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow import flow
+from torchrepro_lint.analysis.op_matching import ABSENT, GradContext, argument, possible_values
+from torchrepro_lint.rules.base import Example, Rule
+
+F = "torch.nn.functional."
+DROPOUTS = frozenset(F + n for n in ("dropout", "dropout1d", "dropout2d", "dropout3d"))
+SDPA = F + "scaled_dot_product_attention"
+TRAINING_NAMES = frozenset({"training", "is_training"})
+TRAINING_ONLY_METHODS = frozenset({"training_step"})  # Lightning: never runs in eval
+
+
+class EvalDropout(Rule):
+    code = "TRP403"
+    name = "eval-dropout"
+    summary = "Functional dropout inside an `nn.Module` that keeps dropping after `model.eval()`."
+    why = (
+        "`F.dropout` (and `dropout1d/2d/3d`) default to `training=True`: unlike `nn.Dropout`, "
+        "they do not follow `model.eval()`. The same goes for `F.scaled_dot_product_attention`'s "
+        "`dropout_p`. Validation metrics and inference outputs then change from run to run (and "
+        "are worse), however carefully everything is seeded."
+    )
+    fix_safety = "safe"
+    fix = (
+        "Pass `training=self.training` to the dropout call; give attention "
+        "`dropout_p=p if self.training else 0.0`."
+    )
+    decisions = (
+        "Only inside methods of `nn.Module` classes (a class deriving from a `torch.nn` class or a "
+        "Lightning module, or defining `forward`), where `model.eval()` is expected to switch "
+        "dropout off; a free function is left alone. Not reported: an explicit `training=` (any "
+        "value: `training=True` is a deliberate choice, e.g. Monte Carlo dropout), a `p` / "
+        "`dropout_p` that is 0 (a literal or a local constant), calls gated by `self.training` (an "
+        "enclosing `if`, a conditional expression, a local variable assigned from one, or an earlier "
+        "`if not self.training: return`), `dropout_p` taken from a parameter of the enclosing "
+        "function (the caller decides), a `**kwargs` that may carry `training`, and Lightning's "
+        "`training_step`. `F.alpha_dropout` and `F.feature_alpha_dropout` default to "
+        "`training=False`, so without `training=` they never drop: not reported."
+    )
+    hazards = (
+        Example(
+            '''import torch.nn as nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def __init__(self, dim, p=0.1):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(F.relu(self.fc(x)), p=self.p)  # <-- TRP403
+''',
+            "`training` left at its default (True)",
+        ),
+        Example(
+            '''import torch.nn as nn
+import torch.nn.functional as F
+
+class SelfAttention(nn.Module):
+    def __init__(self, dim, dropout=0.1):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.dropout = dropout
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout, is_causal=True)  # <-- TRP403
+''',
+            "Attention dropout not switched off in eval",
+        ),
+        Example(
+            '''import torch
+from torch import nn
+from torch.nn import functional as F
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def features(self, x):
+        return F.dropout2d(torch.relu(self.conv(x)), 0.2)  # <-- TRP403
+
+    def forward(self, x):
+        return self.features(x).mean((2, 3))
+''',
+            "In a helper method of the module",
+        ),
+    )
+    traps = (
+        Example(
+            '''import torch.nn as nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x, q, k, v):
+        x = F.dropout(x, p=self.p, training=self.training)
+        drop = self.p if self.training else 0.0
+        attn = F.scaled_dot_product_attention(q, k, v, dropout_p=drop)
+        return x + F.scaled_dot_product_attention(q, k, v, dropout_p=0.0) + attn
+''',
+            "Follows `self.training`, or attention dropout 0",
+        ),
+        Example(
+            '''import torch.nn.functional as F
+
+def augment(x, p=0.1):
+    return F.dropout(x, p)
+
+def attend(q, k, v, dropout_p):
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+''',
+            "Free functions: no `model.eval()` to follow; a `dropout_p` the caller decides",
+        ),
+        Example(
+            '''import torch.nn as nn
+import torch.nn.functional as F
+
+class Selu(nn.Module):
+    def forward(self, x):
+        if self.training:
+            x = F.dropout(x, 0.1)
+        return F.alpha_dropout(F.selu(x), 0.1)
+''',
+            "Gated by `self.training`; `alpha_dropout` defaults to `training=False`",
+        ),
+    )
+
+    def check_module(self, module, context):
+        index = module.index
+        grad = GradContext(index)
+        for site in index.calls_to(*DROPOUTS):
+            call = site.node
+            method = self._module_method(index, grad, call)
+            if method is None:
+                continue
+            if argument(call, 2, "training") is not ABSENT:
+                continue  # given, or maybe given through **kwargs
+            if _zero(possible_values(index, argument(call, 1, "p"))):
+                continue
+            if self._gated(index, call, method):
+                continue
+            shown = _short(index, call)
+            yield context.report(
+                self,
+                module,
+                call,
+                f"`{shown}` in `{_where(index, method)}` defaults to `training=True`, so it keeps dropping "
+                f"after `model.eval()` and evaluation outputs are random; pass `training=self.training`",
+            )
+        for site in index.calls_to(SDPA):
+            call = site.node
+            method = self._module_method(index, grad, call)
+            if method is None:
+                continue
+            p = argument(call, 4, "dropout_p")
+            if not isinstance(p, cst.BaseExpression):
+                continue  # absent (0.0), or hidden in **kwargs
+            if _zero(possible_values(index, p)) or self._gated(index, call, method, p):
+                continue
+            if self._from_parameter(index, p, method):
+                continue
+            text = " ".join(index.module.code_for_node(p).split())
+            yield context.report(
+                self,
+                module,
+                call,
+                f"`scaled_dot_product_attention(..., dropout_p={text})` in `{_where(index, method)}` keeps "
+                f"dropping attention weights after `model.eval()`, so evaluation outputs are random; pass "
+                f"`dropout_p={text} if self.training else 0.0`",
+            )
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _module_method(self, index, grad, call) -> cst.FunctionDef | None:
+        """The method of an nn.Module class that (lexically) contains the call."""
+        function = None
+        for ancestor in index.ancestors(call):
+            if isinstance(ancestor, cst.FunctionDef):
+                function = ancestor
+            elif isinstance(ancestor, cst.ClassDef):
+                if function is None or index.parents.get(index.parents.get(function)) is not ancestor:
+                    return None
+                if function.name.value in TRAINING_ONLY_METHODS or not grad.is_module_class(ancestor):
+                    return None
+                return function
+        return None
+
+    def _gated(self, index, call, method, value=None) -> bool:
+        for ancestor in index.ancestors(call):
+            if ancestor is method:
+                break
+            if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and _mentions_training(ancestor.test):
+                return True
+        if value is not None and self._value_mentions_training(index, value, 0):
+            return True
+        # An earlier `if not self.training: return ...` in the method.
+        fl = flow(index)
+        here = fl.pos(call)
+        for node in _walk(method):
+            if isinstance(node, cst.If) and fl.pos(node) < here and not fl.inside(call, node) and _mentions_training(node.test):
+                body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
+                if body and _returns(body[-1]):
+                    return True
+        return False
+
+    def _value_mentions_training(self, index, value, depth) -> bool:
+        if depth > 4:
+            return False
+        if _mentions_training(value):
+            return True
+        fl = flow(index)
+        for node in _walk(value):
+            if isinstance(node, cst.Name) and fl.is_load(node) and fl.parameter(node) is None:
+                reaching = fl.reaching_value(node)
+                if reaching is not None and self._value_mentions_training(index, reaching, depth + 1):
+                    return True
+        return False
+
+    def _from_parameter(self, index, value, method) -> bool:
+        """`dropout_p=dropout_p` (or a local copy of it) where it is a parameter: the caller decides."""
+        fl = flow(index)
+        for _ in range(3):
+            if not isinstance(value, cst.Name):
+                return False
+            param = fl.parameter(value)
+            if param is not None:
+                return param.name.value != "self"
+            value = fl.reaching_value(value)
+        return False
+
+
+def _mentions_training(expr: cst.CSTNode) -> bool:
+    for node in _walk(expr):
+        if isinstance(node, cst.Attribute) and node.attr.value in TRAINING_NAMES:
+            return True
+        if isinstance(node, cst.Name) and node.value in TRAINING_NAMES:
+            return True
+    return False
+
+
+def _returns(statement: cst.CSTNode) -> bool:
+    if isinstance(statement, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise)) for s in statement.body)
+    return False
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def _zero(values) -> bool:
+    return values is not None and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0 for v in values)
+
+
+def _short(index, call: cst.Call) -> str:
+    text = " ".join(index.module.code_for_node(call).split())
+    return text if len(text) <= 60 else " ".join(index.module.code_for_node(call.func).split()) + "(...)"
+
+
+def _where(index, method: cst.FunctionDef) -> str:
+    klass = index.enclosing(method, cst.ClassDef)
+    return f"{klass.name.value}.{method.name.value}" if klass is not None else method.name.value
