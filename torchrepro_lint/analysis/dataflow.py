@@ -264,6 +264,19 @@ class Flow:
             if self.enclosing_class(node) is klass and self._is_store(node)
         ]
 
+    def self_attr_values(self, klass: cst.ClassDef, attr: str) -> list[cst.BaseExpression] | None:
+        """Every value assigned to `self.<attr>` in the class; None if one store has no plain value
+        (an augmented assignment, a tuple unpacking): then what it holds is not known."""
+        values: list[cst.BaseExpression] = []
+        for store in self.self_attr_stores(klass, attr):
+            parent = self.parents.get(store)
+            statement = self.parents.get(parent) if isinstance(parent, cst.AssignTarget) else parent
+            value = getattr(statement, "value", None)
+            if value is None:
+                return None
+            values.append(value)
+        return values
+
     def _is_store(self, node: cst.CSTNode) -> bool:
         parent = self.parents.get(node)
         if isinstance(parent, cst.AssignTarget):

@@ -188,14 +188,9 @@ class _Typer:
         klass = self.flow.enclosing_class(expr)
         if klass is None:
             return None
-        values: list[cst.BaseExpression] = []
-        for store in self.flow.self_attr_stores(klass, attr):
-            parent = self.flow.parents.get(store)
-            statement = self.flow.parents.get(parent) if isinstance(parent, cst.AssignTarget) else parent
-            value = getattr(statement, "value", None)
-            if value is None:
-                return None
-            values.append(value)
+        values = self.flow.self_attr_values(klass, attr)
+        if values is None:
+            return None
         for site in self.index.calls:
             call = site.node
             if (

@@ -130,15 +130,7 @@ class _Evidence:
         klass = self.flow.enclosing_class(expr) if attr else None
         if klass is None:
             return None
-        values = []
-        for store in self.flow.self_attr_stores(klass, attr):
-            parent = self.flow.parents.get(store)
-            statement = self.flow.parents.get(parent) if isinstance(parent, cst.AssignTarget) else parent
-            value = getattr(statement, "value", None)
-            if value is None:
-                return None
-            values.append(value)
-        return values or None
+        return self.flow.self_attr_values(klass, attr) or None
 
     def agree(self, values, fn, depth):
         kinds = {self._guard(v, fn, depth) for v in values}
