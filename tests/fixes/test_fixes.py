@@ -397,3 +397,20 @@ def test_dataloader_fix_adds_the_seed_worker_helper_once(tmp_path):
     assert text.count("generator=torch.Generator().manual_seed(11), worker_init_fn=seed_worker") == 2
     assert not [f for f in outcome.result.findings if f.code == "TRP301"]
     assert fixed(tmp_path, {"loaders.py": text}, True, {"select": ["TRP301"], "seed": 11})[0] == {}
+
+
+def test_eval_dropout_fixes_use_the_methods_own_self(tmp_path):
+    source = dedent('''
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Block(nn.Module):
+            def forward(me, h, q, k, v):
+                h = F.dropout(h, 0.1)
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=me.p_attn)
+        ''')
+    result, outcome = fixed(tmp_path, {"block.py": source}, False, {"select": ["TRP403"]})
+    text = result["block.py"]
+    assert "F.dropout(h, 0.1, training=me.training)" in text
+    assert "dropout_p=me.p_attn if me.training else 0.0" in text
+    assert not [f for f in outcome.result.findings if f.code == "TRP403"]

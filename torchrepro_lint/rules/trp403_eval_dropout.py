@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import flow
 from torchrepro_lint.analysis.op_matching import ABSENT, GradContext, argument, possible_values
+from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 F = "torch.nn.functional."
@@ -155,6 +156,7 @@ class Selu(nn.Module):
                 call,
                 f"`{shown}` in `{_where(index, method)}` defaults to `training=True`, so it keeps dropping "
                 f"after `model.eval()` and evaluation outputs are random; pass `training=self.training`",
+                fix=_training_fix(module, call, method),
             )
         for site in index.calls_to(SDPA):
             call = site.node
@@ -176,6 +178,7 @@ class Selu(nn.Module):
                 f"`scaled_dot_product_attention(..., dropout_p={text})` in `{_where(index, method)}` keeps "
                 f"dropping attention weights after `model.eval()`, so evaluation outputs are random; pass "
                 f"`dropout_p={text} if self.training else 0.0`",
+                fix=_dropout_p_fix(module, p, method),
             )
 
     # -- helpers ----------------------------------------------------------------------------
@@ -272,3 +275,34 @@ def _short(index, call: cst.Call) -> str:
 def _where(index, method: cst.FunctionDef) -> str:
     klass = index.enclosing(method, cst.ClassDef)
     return f"{klass.name.value}.{method.name.value}" if klass is not None else method.name.value
+
+
+def _self_name(method) -> str | None:
+    params = getattr(method, "params", None)
+    return params.params[0].name.value if params is not None and params.params else None
+
+
+def _training_fix(module, call: cst.Call, method):
+    """Add `training=self.training` (spelled with the method's own first parameter)."""
+    owner = _self_name(method)
+    if owner is None or any(a.star for a in call.args):
+        return None
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    extra = cst.Arg(keyword=cst.Name("training"), value=cst.parse_expression(f"{owner}.training"), equal=tight)
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    text = module.index.module.code_for_node(call.with_changes(args=[*args, extra]))
+    return make_fix("safe", f"Pass `training={owner}.training`", [replace(module, call, text)])
+
+
+def _dropout_p_fix(module, p: cst.BaseExpression, method):
+    """`dropout_p=p` -> `dropout_p=p if self.training else 0.0`."""
+    owner = _self_name(method)
+    if owner is None:
+        return None
+    text = module.index.module.code_for_node(p)
+    if isinstance(p, (cst.IfExp, cst.Lambda)):
+        text = f"({text})"
+    return make_fix("safe", "Drop attention weights only in training", [replace(module, p, f"{text} if {owner}.training else 0.0")])
+
