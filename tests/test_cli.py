@@ -47,7 +47,8 @@ def test_json_output_has_ruffs_shape(project, capsys):
     data = json.loads(out)
     assert code == 1 and len(data) == 1
     item = data[0]
-    assert set(item) == {"code", "message", "severity", "filename", "location", "end_location", "fix", "url", "noqa_row"}
+    assert set(item) == {"cell", "code", "message", "severity", "filename", "location", "end_location", "fix", "url", "noqa_row"}
+    assert item["cell"] is None  # a notebook cell number in .ipynb files, as ruff writes it
     assert item["code"] == "TRP101" and item["severity"] == "warning" and item["filename"] == "bad.py"
     assert item["location"] == {"row": 3, "column": 1} and item["noqa_row"] == 3
     assert item["fix"]["applicability"] == "unsafe" and item["fix"]["edits"][0]["content"] == "    torch.manual_seed(0)\n"

@@ -136,13 +136,13 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
         # Editors: the fixed buffer goes to stdout, whatever remains to stderr.
         sys.stdout.write(outcome.fixed.get(stdin_name, stdin_text))
         for finding in outcome.result.findings if not args.fix_only else ():
-            print(f"{finding.path}:{finding.row}:{finding.column}: {finding.code} {finding.severity}: {finding.message}", file=sys.stderr)
+            print(f"{finding.location}: {finding.code} {finding.severity}: {finding.message}", file=sys.stderr)
         return EXIT_ERROR if outcome.result.errors else EXIT_CLEAN
     for path, text in outcome.fixed.items():
         write_atomically(path, text, source_encoding(path))
     if args.show_fixes or args.fix_only:
         for finding in outcome.applied:
-            print(f"fixed {finding.path}:{finding.row}:{finding.column}: {finding.code} {finding.fix.message}")
+            print(f"fixed {finding.location}: {finding.code} {finding.fix.message}")
     if args.fix_only:
         for error in outcome.result.errors:
             print(f"torchrepro-lint: error: {error}", file=sys.stderr)

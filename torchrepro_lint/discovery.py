@@ -9,6 +9,7 @@ from pathlib import Path
 from torchrepro_lint.config import Config
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+LINTED_SUFFIXES = (*PYTHON_SUFFIXES, ".ipynb")  # notebooks: see notebooks.py
 
 
 def is_excluded(path: Path, config: Config) -> bool:
@@ -45,7 +46,7 @@ def discover(paths: list[Path], config: Config, force_exclude: bool = False) -> 
                 )
                 for name in sorted(names):
                     path = base / name
-                    if name.endswith(PYTHON_SUFFIXES) and not is_excluded(path, config):
+                    if name.endswith(LINTED_SUFFIXES) and not is_excluded(path, config):
                         files[path] = None
     return sorted(files, key=lambda p: p.as_posix()), errors
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
+from torchrepro_lint import notebooks
 from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
@@ -75,21 +76,21 @@ def lint_sources(sources, config: Config, errors: list[str] | None = None, *, ma
     result = LintResult(errors=list(errors or []))
     project = make_index(config.root, _config_helpers(config))
     parse_failures: list[Finding] = []
+    cell_maps: dict[str, notebooks.CellMap] = {}  # notebooks: module rows -> cells, by display path
     for path, text in sources:
         result.files_checked += 1
         try:
-            source = SourceFile(path, text if text is not None else read_source(path))
+            source = load_source(path, text)
+            if isinstance(source, notebooks.NotebookSource):
+                cell_maps[path.as_posix()] = source.cells
+                parse_failures.extend(_parse_error(path, failure) for failure in source.cells.broken)
             project.add(source)
         except SourceError as exc:
             result.errors.append(f"{path.as_posix()}: {exc}")
         except RecursionError:
-            parse_failures.append(
-                Finding(PARSE_ERROR, "file is too deeply nested to analyse", Severity.ERROR, path.as_posix(), 1, 1, 1, 1)
-            )
+            parse_failures.append(_parse_error(path, ParseFailure("file is too deeply nested to analyse")))
         except ParseFailure as exc:
-            parse_failures.append(
-                Finding(PARSE_ERROR, exc.message, Severity.ERROR, path.as_posix(), exc.row, exc.column, exc.row, exc.column)
-            )
+            parse_failures.append(_parse_error(path, exc))
 
     rules = enabled_rules(config)
     selection = selection_from(config)
@@ -107,8 +108,21 @@ def lint_sources(sources, config: Config, errors: list[str] | None = None, *, ma
                 result.errors.append(
                     f"{module.source.path.as_posix()}: internal error in {rule.code}: {_last_line(traceback.format_exc())}"
                 )
-    result.findings = _filtered(findings, project, config)
+    result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
     return result
+
+
+def load_source(path: Path, text: str | None) -> SourceFile:
+    """The source to index for `path` (`text`, or read from disk): a notebook becomes its code
+    cells as one module (notebooks.py). Raises SourceError for an unreadable or malformed file."""
+    if notebooks.is_notebook(path):
+        return notebooks.load_source(path, text)
+    return SourceFile(path, text if text is not None else read_source(path))
+
+
+def _parse_error(path: Path, failure: ParseFailure) -> Finding:
+    row, column = failure.row, failure.column
+    return Finding(PARSE_ERROR, failure.message, Severity.ERROR, path.as_posix(), row, column, row, column)
 
 
 def _filtered(findings: list[Finding], project: ProjectIndex, config: Config) -> list[Finding]:

@@ -29,6 +29,7 @@ class Fix:
     applicability: str  # "safe" | "unsafe"
     message: str
     edits: tuple[Edit, ...] = ()
+    cell: int | None = None  # notebooks: the cell the edits count in (not always the finding's)
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,20 @@ class Finding:
     end_row: int
     end_column: int
     fix: Fix | None = None
+    # Notebooks: the cell (1-based over all cells) that rows, columns and fix edits count in, and
+    # the first and last line of the .ipynb file that store the reported lines.
+    cell: int | None = None
+    file_rows: tuple[int, int] | None = None
 
     @property
     def sort_key(self) -> tuple:
-        return (self.path, self.row, self.column, self.code, self.message)
+        return (self.path, self.cell or 0, self.row, self.column, self.code, self.message)
+
+    @property
+    def location(self) -> str:
+        """`path:row:column`, or `path:cell N:row:column` in a notebook (as ruff writes it)."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.row}:{self.column}"
 
 
 @dataclass

@@ -54,7 +54,7 @@ def test_manifest_declares_both_hooks():
     assert hooks["torchrepro-lint-fix"]["entry"] == "torchrepro-lint check --fix --force-exclude"
     for hook in hooks.values():
         assert hook["language"] == "python"
-        assert hook["types_or"] == ["python", "pyi"]
+        assert hook["types_or"] == ["python", "pyi", "jupyter"]
         assert hook["require_serial"] is True
         assert hook["minimum_pre_commit_version"] == "2.9.2"
 
@@ -140,3 +140,20 @@ def test_try_repo_fix_hook_rewrites_the_file(hook_repo, pre_commit_home, tmp_pat
     assert (project / "train.py").read_text(encoding="utf-8") == BENCHMARK.replace("benchmark = True", "benchmark = False")
     again = try_repo(hook_repo, pre_commit_home, project, "torchrepro-lint-fix")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+@needs_pre_commit
+def test_try_repo_lints_notebooks(hook_repo, pre_commit_home, tmp_path):
+    # `types_or: [..., jupyter]`: pre-commit passes .ipynb files, linted cell by cell.
+    import json
+
+    cells = [
+        {"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["# Noise"]},
+        {"cell_type": "code", "execution_count": None, "id": "b", "metadata": {}, "outputs": [],
+         "source": ["import torch\n", "print(torch.rand(3))"]},
+    ]
+    notebook = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+    project = target_project(tmp_path / "nb", {"explore.ipynb": notebook})
+    failed = try_repo(hook_repo, pre_commit_home, project, "torchrepro-lint")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "explore.ipynb:cell 2:1:1: TRP101" in failed.stdout

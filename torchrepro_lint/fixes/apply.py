@@ -33,9 +33,9 @@ def parses(text: str) -> bool:
     return True
 
 
-def apply_fixes(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+def apply_fixes(text: str, findings: list[Finding], *, accept=parses) -> tuple[str, list[Finding]]:
     """(new text, findings whose fix was applied). Overlapping fixes wait for the next round;
-    a fix whose result does not parse is dropped."""
+    a fix whose result does not parse (`accept(candidate)` is false) is dropped."""
     starts = _offsets(text)
     taken: list[tuple[int, int]] = []
     planned: dict[tuple[int, int, str], None] = {}
@@ -49,7 +49,7 @@ def apply_fixes(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]
         if any(_overlaps(s, t) for s in new for t in taken):
             continue
         candidate = _apply(text, [*planned, *new])
-        if not parses(candidate):
+        if not accept(candidate):
             continue  # would break the file: dropped
         for span in new:
             planned[span] = None

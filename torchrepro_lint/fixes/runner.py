@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchrepro_lint import notebooks
 from torchrepro_lint.config import Config
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.engine import lint_sources
@@ -58,7 +59,8 @@ def fix_sources(sources: dict[Path, str], config: Config, unsafe: bool, errors: 
             findings = by_path.get(path.as_posix())
             if not findings:
                 continue
-            new, done = apply_fixes(texts[path], findings)
+            apply = notebooks.apply_fixes if notebooks.is_notebook(path) else apply_fixes
+            new, done = apply(texts[path], findings)
             if new != texts[path]:
                 texts[path] = new
                 applied.extend(done)

@@ -285,7 +285,9 @@ class Lowering:
                 if arg is not None:
                     effect(kind, self.value(arg))
         elif q in TORCH_DRAWS:
-            if not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
+            if _own_generator(node):
+                pass  # `generator=g`: draws from g, not from torch's global generator
+            elif not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
                 effect(Kind.DRAW, detail=targets)
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
             effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
@@ -336,7 +338,8 @@ class Lowering:
         elif method is not None and (q is None or not q.startswith(("numpy.", "random."))):
             # Methods recognised by name on receivers we cannot type.
             if method in TENSOR_RANDOM_METHODS:
-                effect(Kind.DRAW, detail=targets)
+                if not _own_generator(node):
+                    effect(Kind.DRAW, detail=targets)
             elif method == "cuda":
                 effect(Kind.CUDA)
             elif method == "to" and any(self._mentions_cuda(a.value, node) for a in node.args):
@@ -521,6 +524,12 @@ def _literal(expr: cst.BaseExpression | None, default=None):
         inner = _literal(expr.expression, default)
         return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else default
     return default
+
+
+def _own_generator(node: cst.Call) -> bool:
+    """`torch.randn(3, generator=g)`: the draw uses `g`, not torch's global generator."""
+    generator = _arg(node, None, "generator")
+    return generator is not None and not _is_none(generator)
 
 
 def _is_none(expr: cst.BaseExpression | None) -> bool:

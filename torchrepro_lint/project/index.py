@@ -60,6 +60,10 @@ def _is_package_dir(directory: Path) -> bool:
 
 def module_identity(path: Path) -> tuple[str, str | None, Path]:
     """(dotted name, package, search root) of a file from the `__init__.py` chain above it."""
+    if path.suffix == ".ipynb":
+        # Jupyter runs a notebook as `__main__` with its own directory on sys.path, in no package;
+        # the name is one no import statement can spell.
+        return f"<{path.name}>", None, path.parent
     parts = [] if path.name == "__init__.py" else [path.stem]
     directory = path.parent
     while _is_package_dir(directory):

@@ -1,7 +1,8 @@
 """Entry points and the programs they start, as the spec defines them.
 
 Entry points: a module with `if __name__ == "__main__":`, a `__main__.py`, a console-script
-target declared in pyproject, and a script with top-level work that no project module imports.
+target declared in pyproject, a script with top-level work that no project module imports, and
+every notebook (nothing imports one; Jupyter runs it top to bottom as `__main__`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None 
             kind = "main-guard" if guard is not None else "dunder-main"
             facts = Interpreter(project, module).run_module(with_guard=True)
             programs.append(Program(module, kind, guard[0] if guard else None, facts, imported=module.path in imported))
-        elif module.ir.has_top_level_work:
+        elif module.ir.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
             if module.path not in imported:
                 facts = Interpreter(project, module).run_module(with_guard=False)
                 programs.append(Program(module, "script", None, facts))

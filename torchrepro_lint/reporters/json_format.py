@@ -20,11 +20,14 @@ def finding_to_dict(finding: Finding) -> dict:
                     "content": edit.content,
                     "location": {"row": edit.start[0], "column": edit.start[1]},
                     "end_location": {"row": edit.end[0], "column": edit.end[1]},
+                    # notebooks: rows count in this cell, which may not be the finding's
+                    **({"cell": finding.fix.cell} if finding.fix.cell is not None else {}),
                 }
                 for edit in finding.fix.edits
             ],
         }
     return {
+        "cell": finding.cell,  # notebooks: rows, columns and edits count in this cell (ruff's field)
         "code": finding.code,
         "message": finding.message,
         "severity": str(finding.severity),

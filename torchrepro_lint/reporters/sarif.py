@@ -4,6 +4,8 @@ One run. The driver lists every enabled rule, in code order, with its documentat
 help; each result points at its rule by `ruleIndex` and at its file by a URI relative to the
 project root (`uriBaseId: %SRCROOT%`), so the file is the same wherever the run happened.
 Nothing in the output depends on the machine or the time: no absolute paths, no timestamps.
+Notebooks: a region cannot name a cell, so it covers the lines of the .ipynb file that store the
+reported code, the message starts with `cell N, line R:`, and the result carries no fix.
 """
 
 from __future__ import annotations
@@ -62,21 +64,25 @@ def _replacement(edit: Edit) -> dict:
 
 def result_object(finding: Finding, rule_index: int | None, root: Path) -> dict:
     location = artifact_location(finding.path, root)
+    notebook = finding.cell is not None and finding.file_rows is not None
+    if notebook:
+        # Regions index the .ipynb file's JSON text, which has no cells: point at the lines that
+        # store the reported code (whole lines: JSON quoting moves columns) and name the cell.
+        region = {"startLine": finding.file_rows[0], "endLine": max(finding.file_rows)}
+        message = f"cell {finding.cell}, line {finding.row}: {finding.message}"
+    else:
+        region = _region((finding.row, finding.column), (finding.end_row, finding.end_column))
+        message = finding.message
     result = {
         "ruleId": finding.code,
         **({"ruleIndex": rule_index} if rule_index is not None else {}),
         "level": LEVELS[Severity(finding.severity)],
-        "message": {"text": finding.message},
-        "locations": [
-            {
-                "physicalLocation": {
-                    "artifactLocation": location,
-                    "region": _region((finding.row, finding.column), (finding.end_row, finding.end_column)),
-                }
-            }
-        ],
+        "message": {"text": message},
+        "locations": [{"physicalLocation": {"artifactLocation": location, "region": region}}],
     }
-    if finding.fix is not None and finding.fix.edits:
+    if notebook:
+        result["properties"] = {"cell": finding.cell, "cellLine": finding.row, "cellColumn": finding.column}
+    elif finding.fix is not None and finding.fix.edits:  # a notebook's edits are in cells, not in the file
         result["fixes"] = [
             {
                 "description": {"text": finding.fix.message or f"{finding.fix.applicability} fix"},

@@ -1,4 +1,6 @@
-"""`path:row:col: CODE severity: message`, one per line, then a summary line."""
+"""`path:row:col: CODE severity: message`, one per line, then a summary line.
+
+In a notebook the position is `path:cell N:row:col`, with rows counted in the cell (as ruff does)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ def render_text(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool =
     lines = []
     for f in result.findings:
         marker = " [*]" if _fixable(f, unsafe_fixes) else ""
-        lines.append(f"{f.path}:{f.row}:{f.column}: {f.code}{marker} {f.severity}: {f.message}")
+        lines.append(f"{f.location}: {f.code}{marker} {f.severity}: {f.message}")
     if not quiet:
         lines.append(summary(result, unsafe_fixes))
     return "\n".join(lines) + ("\n" if lines else "")

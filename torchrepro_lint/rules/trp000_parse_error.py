@@ -18,7 +18,11 @@ class ParseError(Rule):
     fix = "Fix the syntax error (or exclude the file, e.g. a template, with `extend-exclude`)."
     decisions = (
         "Undecodable and unreadable files are not TRP000: they are reported as errors on stderr "
-        "and make the run exit with status 2, because nothing about their content is known."
+        "and make the run exit with status 2, because nothing about their content is known. "
+        "In a notebook, each code cell is parsed on its own first: a cell that does not parse is "
+        "a TRP000 at that cell (`cell 4 does not parse (...)`), and the notebook is linted with "
+        "that cell left out, so the other cells' hazards are still reported. A `.ipynb` file that "
+        "is not valid JSON or not nbformat 4 is an error on stderr (exit status 2)."
     )
     hazards = (
         Example(
