@@ -1317,3 +1317,19 @@ def ordered(verdict: Verdict) -> bool:
 
 def sink_text(verdict: Verdict) -> str:
     return verdict.sink or "the order of a list built from it"
+
+
+def ordered_sets(index: ModuleIndex, elements: Elements, order: OrderFlow, kind, reported: set[int]):
+    """(where to report, verdict) for each set holding `kind` whose iteration order is used,
+    once per reporting node (TRP602 for strings, TRP603 for parameters)."""
+    for node in set_sources(index, elements):
+        if elements.of_set(node) != kind:
+            continue
+        verdict = order.of(node)
+        if not ordered(verdict):
+            continue
+        at = verdict.entry if verdict.entry is not None else node
+        if id(at) not in reported:
+            reported.add(id(at))
+            yield at, verdict
+

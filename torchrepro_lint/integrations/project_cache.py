@@ -23,8 +23,6 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import libcst as cst
-
 from torchrepro_lint.config import Config, installed_torch_version, load_config
 from torchrepro_lint.discovery import PYTHON_SUFFIXES, _is_virtualenv, is_excluded
 from torchrepro_lint.engine import lint_sources

@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import STR, Elements, OrderFlow, ordered, set_sources, sink_text
+from torchrepro_lint.analysis.dataflow import ordered_sets, STR, Elements, OrderFlow, ordered, sink_text
 from torchrepro_lint.analysis.names import dotted
-import libcst as cst
 
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
@@ -114,16 +113,7 @@ def optimizer_for(model):
         elements = Elements(index)
         order = OrderFlow(index)
         reported: set[int] = set()
-        for node in set_sources(index, elements):
-            if elements.of_set(node) != STR:
-                continue
-            verdict = order.of(node)
-            if not ordered(verdict):
-                continue
-            at = verdict.entry if verdict.entry is not None else node
-            if id(at) in reported:
-                continue
-            reported.add(id(at))
+        for at, verdict in ordered_sets(index, elements, order, STR, reported):
             yield self._report(context, module, at, verdict)
         for param in _set_parameters(index):
             verdict = order.of_binding(param.name, param)

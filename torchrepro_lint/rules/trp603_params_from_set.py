@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import PARAM, Elements, OrderFlow, derives_from, ordered, set_sources, sink_text
+from torchrepro_lint.analysis.dataflow import ordered_sets, PARAM, Elements, OrderFlow, derives_from, sink_text
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
@@ -118,17 +118,7 @@ def make_optimizer(a, b):
         index = module.index
         elements = Elements(index)
         order = OrderFlow(index, self._consumer(context, module))
-        reported: set[int] = set()
-        for node in set_sources(index, elements):
-            if elements.of_set(node) != PARAM:
-                continue
-            verdict = order.of(node)
-            if not ordered(verdict):
-                continue
-            at = verdict.entry if verdict.entry is not None else node
-            if id(at) in reported:
-                continue
-            reported.add(id(at))
+        for at, verdict in ordered_sets(index, elements, order, PARAM, set()):
             yield context.report(
                 self, module, at,
                 f"a set of parameters or modules decides {sink_text(verdict)}: they hash by memory "
