@@ -28,6 +28,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import dotted
+from torchrepro_lint.analysis.syntax import arg  # noqa: F401  (re-exported: rules import it from here)
 
 Owner = cst.CSTNode  # a FunctionDef, a Lambda, or the Module: the scope a local name lives in
 
@@ -60,22 +61,6 @@ def programs_for(context, module, node) -> list:
 
 
 # -- small syntax helpers ---------------------------------------------------------------------
-def arg(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
-    """The argument bound to a parameter, by keyword or by position (before any *args)."""
-    if keyword is not None:
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value == keyword:
-                return a.value
-    if position is None:
-        return None
-    positional = []
-    for a in call.args:
-        if a.keyword is not None:
-            break
-        if a.star:
-            return None
-        positional.append(a.value)
-    return positional[position] if position < len(positional) else None
 
 
 def is_none(expr: cst.BaseExpression | None) -> bool:

@@ -11,6 +11,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
+from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.known_apis import (
     CHECKPOINT_CALLS,
@@ -538,23 +539,6 @@ def _is_none(expr: cst.BaseExpression | None) -> bool:
 
 def _is_false(expr: cst.BaseExpression | None) -> bool:
     return _literal(expr, _MISSING) in (False, 0)
-
-
-def _arg(call: cst.Call, position: int | None, keyword: str) -> cst.BaseExpression | None:
-    """The argument bound to a parameter, by keyword or by position (before any *args)."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    if position is None:
-        return None
-    positional = []
-    for arg in call.args:
-        if arg.keyword is not None:
-            break
-        if arg.star:
-            return None
-        positional.append(arg.value)
-    return positional[position] if position < len(positional) else None
 
 
 def _subscript_string(node: cst.Subscript) -> str | None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import arg
 from torchrepro_lint.project.known_apis import KNOWN_HELPERS
 from torchrepro_lint.rules.base import Example, Rule
 
@@ -123,14 +124,14 @@ def setup(cfg):
                 continue
             if site.qualname in helpers:
                 helper = helpers[site.qualname]
-                seed = _argument(call, 0, helper.seed_param)
+                seed = arg(call, 0, helper.seed_param)
                 if seed is None or _is_none(seed):
                     yield context.report(
                         self, module, call,
                         f"`{site.qualname.rsplit('.', 1)[1]}` with seed=None draws a random seed; pass a fixed seed",
                     )
                 continue
-            seed = _argument(call, 0, SEED_CALLS[site.qualname])
+            seed = arg(call, 0, SEED_CALLS[site.qualname])
             if seed is None or _is_none(seed):
                 if site.qualname in ("random.seed", "numpy.random.seed"):
                     yield context.report(
@@ -171,14 +172,6 @@ def setup(cfg):
 
 def _short(qualname: str) -> str:
     return qualname.replace("numpy.", "np.")
-
-
-def _argument(call: cst.Call, position: int, keyword: str):
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    return positional[position] if position < len(positional) else None
 
 
 def _is_none(expr) -> bool:
