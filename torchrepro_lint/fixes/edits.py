@@ -124,3 +124,16 @@ def make_fix(applicability: str, message: str, edits) -> Fix | None:
 
 def is_local(qualname: str | None) -> bool:
     return bool(qualname) and qualname.startswith(LOCAL)
+
+
+def add_keywords(module: ProjectModule, call: cst.Call, keywords: list[tuple[str, str]]) -> Edit | None:
+    """The call rewritten with `name=code` keywords appended (`f(x, a=1)`), formatting kept."""
+    if any(a.star for a in call.args):
+        return None
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    extra = [cst.Arg(keyword=cst.Name(name), value=cst.parse_expression(code), equal=tight) for name, code in keywords]
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return replace(module, call, module.index.module.code_for_node(call.with_changes(args=[*args, *extra])))
+

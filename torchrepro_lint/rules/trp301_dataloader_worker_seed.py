@@ -5,7 +5,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow import arg, derives_from, flow, int_value, is_none, literal, programs_for
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.programs import seeds_torch
-from torchrepro_lint.fixes.edits import insert_after_imports, make_fix, module_name_for, replace
+from torchrepro_lint.fixes.edits import add_keywords, insert_after_imports, make_fix, module_name_for
 from torchrepro_lint.rules.base import Example, Rule
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -318,7 +318,7 @@ SEED_WORKER = """def seed_worker(worker_id):
 
 def worker_seed_fix(module, call, seed: int):
     """`generator=` a seeded generator and `worker_init_fn=seed_worker`, adding the helper once."""
-    if not isinstance(call, cst.Call) or any(a.star for a in call.args):
+    if not isinstance(call, cst.Call):
         return None
     edits = []
     names = {}
@@ -327,15 +327,6 @@ def worker_seed_fix(module, call, seed: int):
         edits.extend(imports)
     if "seed_worker" not in module.index.functions:
         edits.append(insert_after_imports(module, "\n\n" + SEED_WORKER.format(**names).rstrip("\n")))
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    generator = cst.parse_expression(f"{names['torch']}.Generator().manual_seed({seed})")
-    extra = [
-        cst.Arg(keyword=cst.Name("generator"), value=generator, equal=tight),
-        cst.Arg(keyword=cst.Name("worker_init_fn"), value=cst.Name("seed_worker"), equal=tight),
-    ]
-    args = list(call.args)
-    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    new_call = call.with_changes(args=[*args, *extra])
-    edits.append(replace(module, call, module.index.module.code_for_node(new_call)))
+    generator = f"{names['torch']}.Generator().manual_seed({seed})"
+    edits.append(add_keywords(module, call, [("generator", generator), ("worker_init_fn", "seed_worker")]))
     return make_fix("unsafe", "Seed the workers and the shuffle from a seeded generator", edits)

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import flow
 from torchrepro_lint.analysis.op_matching import ABSENT, GradContext, argument, possible_values
-from torchrepro_lint.fixes.edits import make_fix, replace
+from torchrepro_lint.fixes.edits import add_keywords, make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
 F = "torch.nn.functional."
@@ -285,16 +285,9 @@ def _self_name(method) -> str | None:
 def _training_fix(module, call: cst.Call, method):
     """Add `training=self.training` (spelled with the method's own first parameter)."""
     owner = _self_name(method)
-    if owner is None or any(a.star for a in call.args):
+    if owner is None:
         return None
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    extra = cst.Arg(keyword=cst.Name("training"), value=cst.parse_expression(f"{owner}.training"), equal=tight)
-    args = list(call.args)
-    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    text = module.index.module.code_for_node(call.with_changes(args=[*args, extra]))
-    return make_fix("safe", f"Pass `training={owner}.training`", [replace(module, call, text)])
-
+    return make_fix("safe", f"Pass `training={owner}.training`", [add_keywords(module, call, [("training", f"{owner}.training")])])
 
 def _dropout_p_fix(module, p: cst.BaseExpression, method):
     """`dropout_p=p` -> `dropout_p=p if self.training else 0.0`."""
