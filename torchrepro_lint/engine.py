@@ -102,6 +102,8 @@ def lint_sources(sources, config: Config, errors: list[str] | None = None, *, ma
         except Exception:  # a rule bug must not hide every other finding
             result.errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
         for module in project.linted_modules:
+            if not rule.may_fire_in(module.source.text):
+                continue
             try:
                 findings.extend(f for f in rule.check_module(module, context) if f is not None)
             except Exception:

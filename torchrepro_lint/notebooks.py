@@ -417,7 +417,7 @@ def load_source(path: Path, text: str | None = None) -> NotebookSource:
         cells.append(CodeCell(index + 1, row, rows, _file_rows(notebook, source, span), shifts))
         chunks.append(masked)
         row += rows
-    return NotebookSource(path, "".join(chunks), CellMap(cells, broken))
+    return NotebookSource(path, "".join(chunks), cells=CellMap(cells, broken))
 
 
 # -- positions back to cells ----------------------------------------------------------------

@@ -6,12 +6,13 @@ import ast
 import io
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchrepro_lint.positions import StatementSpans
 
 
 class SourceError(Exception):
@@ -85,6 +86,11 @@ def _suppressed(code: str, codes: tuple[str, ...]) -> bool:
 class SourceFile:
     path: Path  # as given or discovered; used for display
     text: str
+    # Set while parsing: CPython's tree (statement lines for spans) and, by ModuleIndex, the
+    # child -> parent map of the LibCST tree.
+    syntax_tree: ast.Module | None = field(default=None, repr=False)
+    parents: dict | None = field(default=None, repr=False)
+    _spans: StatementSpans | None = field(default=None, repr=False)
 
     @cached_property
     def module(self) -> cst.Module:
@@ -95,7 +101,7 @@ class SourceFile:
         Raises ParseFailure.
         """
         try:
-            compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            self.syntax_tree = compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         except SyntaxError as error:
             raise ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
         except (RecursionError, MemoryError, ValueError):
@@ -114,18 +120,13 @@ class SourceFile:
     def lines(self) -> list[str]:
         return self.text.splitlines()
 
-    @cached_property
-    def _positions(self):
-        # Computing positions costs about as much as parsing, so only files with findings pay.
-        # unsafe_skip_copy keeps node identity, which our indexes rely on.
-        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-
     def span(self, node: cst.CSTNode | None) -> tuple[int, int, int, int]:
         """1-based (row, column, end_row, end_column) of a node; line 1 for the whole file."""
         if node is None:
             return (1, 1, 1, 1)
-        rng = self._positions[node]
-        return (rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+        if self._spans is None:
+            self._spans = StatementSpans(self.text, self.module, self.syntax_tree, self.parents)
+        return self._spans.span(node)
 
     def is_suppressed(self, code: str, row: int) -> bool:
         """`# noqa[: CODES]` on the reported line, or `# torchrepro-lint: noqa[: CODES]` anywhere."""

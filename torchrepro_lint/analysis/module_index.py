@@ -43,6 +43,7 @@ class ModuleIndex:
         self.scope = Scope("module", None, "")
         self.resolver = NameResolver(self.scope)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        source.parents = self.parents  # spans find a node's statement through it
         self.calls: list[CallSite] = []
         self.calls_by_statement: dict[Statement, list[CallSite]] = {}
         self.scope_of: dict[cst.CSTNode, Scope] = {}

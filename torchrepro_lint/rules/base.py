@@ -46,6 +46,13 @@ class Rule:
     traps: ClassVar[tuple[Example, ...]] = ()
     tags: ClassVar[tuple[str, ...]] = ("reproducibility",)
     precision: ClassVar[str] = "high"
+    # Per-file rules: words one of which a file's text must contain for the rule to have
+    # anything to report there (the API names that make a candidate). Empty: no gate.
+    triggers: ClassVar[tuple[str, ...]] = ()
+
+    def may_fire_in(self, text: str) -> bool:
+        """The cheap gate the engine asks before running check_module (and parsing for it)."""
+        return not self.triggers or any(word in text for word in self.triggers)
 
     def check_module(self, module: ProjectModule, context: LintContext) -> Iterable[Finding]:
         """Per-file rules: called once for every linted module."""
