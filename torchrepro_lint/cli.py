@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import sys
 import traceback
@@ -10,9 +12,9 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 from torchrepro_lint.config import Config, ConfigError, load_config
-from torchrepro_lint.engine import lint_paths, lint_sources
-from torchrepro_lint.fixes.runner import fix_paths, fix_sources, write_atomically
-from torchrepro_lint.source import source_encoding
+from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
+from torchrepro_lint.discovery import discover
+from torchrepro_lint.findings import LintResult, Statistics
 from torchrepro_lint.reporters import REPORTERS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -20,6 +22,16 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 def _codes(text: str) -> list[str]:
     return [c.strip().upper() for c in text.split(",") if c.strip()]
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of processes: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("--jobs must be at least 1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
     check.add_argument("--fix-only", action="store_true", help="apply fixes without reporting what remains")
     check.add_argument("--show-fixes", action="store_true", help="list the findings that were fixed")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    check.add_argument(
+        "--cache-dir", type=Path, help=f"where the cache lives (default: {DEFAULT_DIRECTORY}/ at the project root)"
+    )
+    check.add_argument("--jobs", "-j", type=_jobs, help="processes for parsing and per-file rules (default: all cores)")
+    check.add_argument("--statistics", action="store_true", help="print what the run parsed and reused, on stderr")
 
     commands.add_parser("rules", help="list every rule")
     rule = commands.add_parser("rule", help="print a rule's documentation")
@@ -94,11 +112,42 @@ def _check(args: argparse.Namespace) -> int:
     stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if from_stdin else None
     if args.fix or args.fix_only or args.diff:
         return _fix(args, paths, config, stdin_name, stdin_text)
-    if from_stdin:
-        result = lint_sources([(stdin_name, stdin_text)], config)
-    else:
-        result = lint_paths(paths, config, force_exclude=args.force_exclude)
+    result, statistics = _lint(args, config, paths, from_stdin and (stdin_name, stdin_text))
+    if args.statistics:
+        print(f"torchrepro-lint statistics: {json.dumps(dataclasses.asdict(statistics))}", file=sys.stderr)
     return _report(args, result, config)
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))  # the cores this process may use
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _lint(args: argparse.Namespace, config: Config, paths: list[Path], stdin):
+    """The result of `check`. An unchanged tree is replayed from the cache before anything
+    that imports LibCST is loaded: that import alone costs more than the replay."""
+    statistics = Statistics()
+    if stdin:
+        from torchrepro_lint.engine import lint_sources
+
+        return lint_sources([stdin], config, statistics=statistics), statistics
+    files, errors = discover(paths, config, args.force_exclude)
+    statistics.files = len(files)
+    cache = None
+    if not args.no_cache:
+        warn = lambda message: print(f"torchrepro-lint: warning: {message}", file=sys.stderr)  # noqa: E731
+        cache = Cache(args.cache_dir or config.root / DEFAULT_DIRECTORY, config_fingerprint(config), warn)
+        found = replay(cache, run_key(config_fingerprint(config), files, errors))
+        if found is not None:
+            statistics.replayed = True
+            return LintResult(found[0], found[1], len(files)), statistics
+    from torchrepro_lint.engine import lint_sources
+
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    result = lint_sources(((path, None) for path in files), config, errors, cache=cache, jobs=jobs, statistics=statistics)
+    return result, statistics
 
 
 def _report(args: argparse.Namespace, result, config: Config) -> int:
@@ -121,6 +170,9 @@ def _report(args: argparse.Namespace, result, config: Config) -> int:
 
 
 def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name: Path, stdin_text: str | None) -> int:
+    from torchrepro_lint.fixes.runner import fix_paths, fix_sources, write_atomically
+    from torchrepro_lint.source import source_encoding
+
     if stdin_text is not None:
         outcome = fix_sources({stdin_name: stdin_text}, config, args.unsafe_fixes)
     else:
@@ -155,6 +207,8 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
 
 def _write_output(path: Path, text: str) -> None:
     """--output-file: replaced atomically, so a reader (an upload step) never sees half a report."""
+    from torchrepro_lint.fixes.runner import write_atomically
+
     existed = path.exists()
     write_atomically(path, text)
     if not existed:  # the temporary file was private (0600); give it the mode a new file gets

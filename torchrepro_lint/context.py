@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchrepro_lint.config import Config
 from torchrepro_lint.findings import Finding, Fix, Severity
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.index import _READS, ProjectIndex, ProjectModule
 from torchrepro_lint.project.programs import Program
 from torchrepro_lint.rules.base import Rule
 
@@ -16,18 +16,26 @@ from torchrepro_lint.rules.base import Rule
 @dataclass
 class LintContext:
     project: ProjectIndex
-    programs: list[Program]
+    _programs: list[Program]
     config: Config
-    _reaching: dict[int, list[Program]] | None = field(default=None, repr=False)
+    _reaching: dict[object, list[Program]] | None = field(default=None, repr=False)
+
+    @property
+    def programs(self) -> list[Program]:
+        if _READS:
+            _READS[-1].add(("programs", "*"))
+        return self._programs
 
     def programs_reaching(self, module: ProjectModule) -> list[Program]:
         """The programs whose code runs something in `module` (for severities and messages)."""
+        if _READS:
+            _READS[-1].add(("programs", module.path))
         if self._reaching is None:
             self._reaching = {}
-            for program in self.programs:
-                for module_id in program.facts.modules:
-                    self._reaching.setdefault(module_id, []).append(program)
-        return self._reaching.get(id(module), [])
+            for program in self._programs:
+                for path in program.facts.modules:
+                    self._reaching.setdefault(path, []).append(program)
+        return self._reaching.get(module.path, [])
 
     def programs_running(self, module: ProjectModule, node: cst.CSTNode) -> list[Program]:
         """The programs that run the code around `node`: its module's top level, or the
@@ -41,7 +49,7 @@ class LintContext:
         if not functions:
             return programs
         outer = functions[-1]
-        key = (id(module), ".".join(name for _, name in reversed(path[outer:])))
+        key = (module.path, ".".join(name for _, name in reversed(path[outer:])))
         return [p for p in programs if key in p.facts.functions]
 
     def report(

@@ -8,15 +8,16 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from torchrepro_lint import notebooks
+from torchrepro_lint.cache import Cache, canonical, config_fingerprint, digest, run_key
 from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
-from torchrepro_lint.findings import Finding, LintResult, Severity
+from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
 from torchrepro_lint.project.index import ProjectIndex
 from torchrepro_lint.project.known_apis import Helper
-from torchrepro_lint.project.programs import find_programs
 from torchrepro_lint.rules import Rule, all_rules
-from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.staging import LoweredStore, ModuleChecker, ProgramRunner, TreeBudget
 
 PARSE_ERROR = "TRP000"
 
@@ -55,6 +56,8 @@ def enabled_rules(config: Config) -> list[Rule]:
     return [rule for rule in all_rules() if selection.enabled(rule.code, rule.default_enabled)]
 
 
+
+
 def _config_helpers(config: Config) -> dict[str, Helper]:
     helpers = {name: Helper() for name in config.seed_functions}
     for name in config.deterministic_functions:
@@ -62,56 +65,121 @@ def _config_helpers(config: Config) -> dict[str, Helper]:
     return helpers
 
 
-def lint_paths(paths: list[Path], config: Config, *, force_exclude: bool = False) -> LintResult:
+def lint_paths(paths: list[Path], config: Config, *, force_exclude: bool = False, **options) -> LintResult:
     files, errors = discover(paths, config, force_exclude)
-    return lint_sources(((path, None) for path in files), config, errors)
+    return lint_sources(((path, None) for path in files), config, errors, **options)
 
 
-def lint_sources(sources, config: Config, errors: list[str] | None = None, *, make_index=ProjectIndex) -> LintResult:
+def lint_sources(
+    sources,
+    config: Config,
+    errors: list[str] | None = None,
+    *,
+    make_index=ProjectIndex,
+    cache: Cache | None = None,
+    jobs: int = 1,
+    statistics: Statistics | None = None,
+) -> LintResult:
     """Lint (path, text-or-None) pairs; None means read the file from disk.
 
     `make_index(root, helpers)` builds the empty ProjectIndex to fill: an integration that lints
-    one file at a time passes one that reuses modules it parsed before.
+    one file at a time passes one that reuses modules it parsed before. `cache` is the persistent
+    cache (cache.py); with `jobs` > 1 the per-file rules run in that many processes.
     """
+    stats = statistics if statistics is not None else Statistics()
+    parses_before = PARSES[0]
     result = LintResult(errors=list(errors or []))
-    project = make_index(config.root, _config_helpers(config))
+    rules = enabled_rules(config)
+    selection = selection_from(config)
+    configuration = config_fingerprint(config)
+
+    sources = list(sources)
     parse_failures: list[Finding] = []
     cell_maps: dict[str, notebooks.CellMap] = {}  # notebooks: module rows -> cells, by display path
+    loaded: list[SourceFile] = []
     for path, text in sources:
         result.files_checked += 1
         try:
             source = load_source(path, text)
-            if isinstance(source, notebooks.NotebookSource):
-                cell_maps[path.as_posix()] = source.cells
-                parse_failures.extend(_parse_error(path, failure) for failure in source.cells.broken)
-            project.add(source)
         except SourceError as exc:
             result.errors.append(f"{path.as_posix()}: {exc}")
-        except RecursionError:
-            parse_failures.append(_parse_error(path, ParseFailure("file is too deeply nested to analyse")))
+            continue
         except ParseFailure as exc:
             parse_failures.append(_parse_error(path, exc))
+            continue
+        if isinstance(source, notebooks.NotebookSource):
+            cell_maps[path.as_posix()] = source.cells
+            parse_failures.extend(_parse_error(path, failure) for failure in source.cells.broken)
+        loaded.append(source)
+    stats.files = result.files_checked
 
-    rules = enabled_rules(config)
-    selection = selection_from(config)
+    from_disk = all(text is None for _, text in sources)
+    key = run_key(configuration, [path for path, _ in sources], list(errors or [])) if cache and from_disk else None
+
+    project = make_index(config.root, _config_helpers(config))
+    # Staged runs (cache, jobs, trees dropped within a budget) need the plain index; an
+    # integration's own index keeps its modules in memory its own way.
+    store = LoweredStore(cache) if make_index is ProjectIndex else None
+    if store is not None:
+        project.lowered = store
+    budget = TreeBudget(rules) if store is not None else None
+    for source in loaded:
+        try:
+            module = project.add(source)
+        except RecursionError:
+            parse_failures.append(_parse_error(source.path, ParseFailure("file is too deeply nested to analyse")))
+            continue
+        except ParseFailure as exc:
+            parse_failures.append(_parse_error(source.path, exc))
+            continue
+        if budget is not None:
+            budget.after_indexing(module)
+
     findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
-    context = LintContext(project, find_programs(project, config.console_scripts), config)
+    programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts)
+    context = LintContext(project, programs, config)
+    module_rules = [rule for rule in rules if _defines(rule, "check_module")]
+    program_rules = [rule for rule in rules if _defines(rule, "check_programs")]
+    checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
+    findings += checker.run(jobs)
+    result.errors += checker.errors
+    program_findings, program_errors = _program_findings(context, program_rules, cache, configuration, store)
+    findings += program_findings
+    result.errors += program_errors
+
+    result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
+    stats.parsed += PARSES[0] - parses_before
+    if key is not None and not parse_failures:  # (TRP000 files are parsed again: they are rare)
+        outside = {str(m.path): digest(m.path.read_bytes()) for m in project.modules.values() if not m.linted}
+        cache.put("run", key, (outside, result.findings, result.errors))
+    return result
+
+
+def _defines(rule: Rule, method: str) -> bool:
+    return getattr(type(rule), method) is not getattr(Rule, method)
+
+
+def _program_findings(context: LintContext, rules: list[Rule], cache, configuration: str, store):
+    """The program rules' findings; cached by every program's facts and the text of every
+    module they reach (a finding's line moves with the text)."""
+    key = None
+    if cache is not None:
+        reached = sorted({path for p in context.programs for path in p.facts.modules})
+        texts = [(str(path), store.text_digest(context.project.modules[path])) for path in reached if path in context.project.modules]
+        key = digest(configuration, canonical([(p.kind, p.anchor_ref, p.function, p.imported, p.entry, p.facts) for p in context.programs]), texts)
+        found = cache.get("programs", key)
+        if found is not None:
+            return found
+    findings: list[Finding] = []
+    errors: list[str] = []
     for rule in rules:
         try:
             findings.extend(f for f in rule.check_programs(context) if f is not None)
         except Exception:  # a rule bug must not hide every other finding
-            result.errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
-        for module in project.linted_modules:
-            if not rule.may_fire_in(module.source.text):
-                continue
-            try:
-                findings.extend(f for f in rule.check_module(module, context) if f is not None)
-            except Exception:
-                result.errors.append(
-                    f"{module.source.path.as_posix()}: internal error in {rule.code}: {_last_line(traceback.format_exc())}"
-                )
-    result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
-    return result
+            errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
+    if key is not None:
+        cache.put("programs", key, (findings, errors))
+    return findings, errors
 
 
 def load_source(path: Path, text: str | None) -> SourceFile:

@@ -62,6 +62,18 @@ class Finding:
 
 
 @dataclass
+class Statistics:
+    """What a run did (`--statistics`): how much came from the cache and how much was redone."""
+
+    files: int = 0
+    parsed: int = 0  # files LibCST parsed in this run
+    programs: int = 0
+    programs_resolved: int = 0  # programs interpreted in this run rather than taken from the cache
+    cache_hits: int = 0  # linted files whose per-file results came from the cache
+    replayed: bool = False  # the whole result came from the cache
+
+
+@dataclass
 class LintResult:
     """Everything one run produced: findings plus the files that could not be linted."""
 

@@ -9,10 +9,12 @@ import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import libcst as cst
+if TYPE_CHECKING:  # LibCST is imported when a file is parsed: a cached run never needs it
+    import libcst as cst
 
-from torchrepro_lint.positions import StatementSpans
+    from torchrepro_lint.positions import StatementSpans
 
 
 class SourceError(Exception):
@@ -67,6 +69,8 @@ _FILE_NOQA = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 
+PARSES = [0]  # LibCST parses in this process (reported by --statistics)
+
 ALL_CODES = ()  # marker: a bare noqa suppresses every code
 
 
@@ -106,6 +110,9 @@ class SourceFile:
             raise ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
         except (RecursionError, MemoryError, ValueError):
             raise ParseFailure("file is too deeply nested to parse") from None
+        import libcst as cst
+
+        PARSES[0] += 1
         try:
             return cst.parse_module(self.text)
         except cst.ParserSyntaxError as error:
@@ -116,6 +123,11 @@ class SourceFile:
         except RecursionError:
             raise ParseFailure("file is too deeply nested to parse") from None
 
+    def drop_tree(self) -> None:
+        """Forget the parsed tree (memory stays bounded on large projects); parsed again on use."""
+        self.__dict__.pop("module", None)
+        self.syntax_tree = self.parents = self._spans = None
+
     @cached_property
     def lines(self) -> list[str]:
         return self.text.splitlines()
@@ -125,6 +137,8 @@ class SourceFile:
         if node is None:
             return (1, 1, 1, 1)
         if self._spans is None:
+            from torchrepro_lint.positions import StatementSpans
+
             self._spans = StatementSpans(self.text, self.module, self.syntax_tree, self.parents)
         return self._spans.span(node)
 

@@ -134,7 +134,7 @@ def test_libcst_failure_is_a_trp000_finding(project, fresh_cache, monkeypatch):
     def refuse(text, *args, **kwargs):
         raise cst.ParserSyntaxError("unsupported syntax", lines=text.splitlines(True) or [""], raw_line=1, raw_column=0)
 
-    monkeypatch.setattr("torchrepro_lint.source.cst.parse_module", refuse)
+    monkeypatch.setattr("libcst.parse_module", refuse)
     results = plugin_results("helpers.py", (project / "helpers.py").read_text())
     assert [(r[0], r[2][:6]) for r in results] == [(1, "TRP000")]
     assert "LibCST cannot parse this file" in results[0][2]

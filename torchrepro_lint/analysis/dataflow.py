@@ -19,6 +19,7 @@ answer is "unknown", and rules stay silent on unknown.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -61,6 +62,18 @@ def programs_for(context, module, node) -> list:
 
 
 # -- small syntax helpers ---------------------------------------------------------------------
+
+
+_STATEMENT_KINDS: dict[type, bool] = {}
+
+
+def _is_statement(node: cst.CSTNode) -> bool:
+    """isinstance(node, (BaseSmallStatement, BaseCompoundStatement)), cached per class."""
+    kind = type(node)
+    found = _STATEMENT_KINDS.get(kind)
+    if found is None:
+        found = _STATEMENT_KINDS[kind] = issubclass(kind, (cst.BaseSmallStatement, cst.BaseCompoundStatement))
+    return found
 
 
 def is_none(expr: cst.BaseExpression | None) -> bool:
@@ -118,9 +131,8 @@ class Flow:
     @cached_property
     def _order(self) -> dict[int, int]:
         # index.parents is filled in visit order, so its keys are the nodes in source order.
-        order = {id(self.index.module): 0}
-        for i, node in enumerate(self.parents, start=1):
-            order[id(node)] = i
+        order = dict(zip(map(id, self.parents), itertools.count(1)))
+        order.setdefault(id(self.index.module), 0)
         return order
 
     def pos(self, node: cst.CSTNode) -> int:
@@ -129,16 +141,20 @@ class Flow:
     @cached_property
     def _names(self) -> dict[str, list[cst.Name]]:
         names: dict[str, list[cst.Name]] = {}
-        for node in self.parents:
-            if isinstance(node, cst.Name):
-                names.setdefault(node.value, []).append(node)
+        for node in self.index.nodes_of(cst.Name):  # in source order
+            names.setdefault(node.value, []).append(node)
         return names
+
+    def names_called(self, name: str) -> list[cst.Name]:
+        """Every Name node spelled `name` (loads, stores, attribute names, keywords), in source
+        order. Shared: do not modify the list."""
+        return self._names.get(name, [])
 
     @cached_property
     def _self_attrs(self) -> dict[str, list[cst.Attribute]]:
         attrs: dict[str, list[cst.Attribute]] = {}
-        for node in self.parents:
-            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        for node in self.index.nodes_of(cst.Attribute):
+            if type(node.value) is cst.Name and node.value.value == "self":
                 attrs.setdefault(node.attr.value, []).append(node)
         return attrs
 
@@ -146,23 +162,20 @@ class Flow:
     def attribute_names(self) -> dict[str, list[cst.Attribute]]:
         """Every `<expr>.<name>` by name, in source order."""
         attrs: dict[str, list[cst.Attribute]] = {}
-        for node in self.parents:
-            if isinstance(node, cst.Attribute):
-                attrs.setdefault(node.attr.value, []).append(node)
+        for node in self.index.nodes_of(cst.Attribute):
+            attrs.setdefault(node.attr.value, []).append(node)
         return attrs
 
     # -- structure ----------------------------------------------------------------------------
     def owner(self, node: cst.CSTNode) -> Owner:
         """The function (or lambda) whose local names `node` sees; the Module at top level."""
-        for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-                return ancestor
-        return self.index.module
+        found = self.index.enclosing(node, cst.FunctionDef, cst.Lambda)
+        return self.index.module if found is None else found
 
     def statement(self, node: cst.CSTNode) -> cst.CSTNode:
         """The small or compound statement containing `node`."""
         current = node
-        while current is not None and not isinstance(current, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        while current is not None and not _is_statement(current):
             current = self.parents.get(current)
         return current if current is not None else node
 
@@ -272,6 +285,17 @@ class Flow:
 
     def bindings(self, name: str, owner: Owner) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
         """(statement, value or None) for each binding of `name` in `owner`, in source order."""
+        key = (name, id(owner))  # owners are nodes of this tree (or the Module): ids are stable
+        found = self._bindings.get(key)
+        if found is None:
+            found = self._bindings[key] = self._find_bindings(name, owner)
+        return list(found)
+
+    @cached_property
+    def _bindings(self) -> dict[tuple[str, int], list]:
+        return {}
+
+    def _find_bindings(self, name: str, owner: Owner) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
         out = []
         for node in self._names.get(name, ()):
             if self.owner(node) is not owner:
@@ -964,6 +988,7 @@ _CONTAINER_ANNOTATIONS = frozenset(
 )
 SET_CALLS = frozenset({"builtins.set", "builtins.frozenset"})
 SET_OPERATORS = (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)
+_SET_OPERATOR_TYPES = frozenset(SET_OPERATORS)  # is_set of a BinaryOperation needs one of these
 
 
 class Elements:
@@ -1264,13 +1289,13 @@ _SET_PRESERVING_METHODS = frozenset({"union", "intersection", "difference", "sym
 def set_sources(index: ModuleIndex, elements: Elements):
     """Set-valued expressions that are not part of a bigger set expression, in source order."""
     data = flow(index)
-    for node in index.parents:
-        if not isinstance(node, (cst.Set, cst.SetComp, cst.Call, cst.BinaryOperation)):
-            continue
-        if isinstance(node, cst.Call) and index.resolve(node.func, node) not in ("builtins.set", "builtins.frozenset"):
+    for node in index.nodes_of(cst.Set, cst.SetComp, cst.Call, cst.BinaryOperation):
+        kind = type(node)
+        # A call's site holds `index.resolve(node.func, node)`, resolved once when indexed.
+        if kind is cst.Call and index.call_site(node).qualname not in ("builtins.set", "builtins.frozenset"):
             if not (method_name(node) in _SET_PRESERVING_METHODS and elements.is_set(node)):
                 continue
-        if isinstance(node, cst.BinaryOperation) and not elements.is_set(node):
+        if kind is cst.BinaryOperation and (type(node.operator) not in _SET_OPERATOR_TYPES or not elements.is_set(node)):
             continue
         if _inside_bigger_set(index, data, elements, node):
             continue

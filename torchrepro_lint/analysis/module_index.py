@@ -51,6 +51,14 @@ class ModuleIndex:
         self.classes: dict[str, cst.ClassDef] = {}
         self.imports: list[ImportRecord] = []
         self._by_qualname: dict[str, list[CallSite]] | None = None
+        # Private tables filled by the walk or on first use: parents by id() (CSTNode.__hash__
+        # is a Python-level call), nodes by exact class in source order, memoised nearest
+        # ancestors per class tuple, and the site of each Call.
+        self._parent_ids: dict[int, cst.CSTNode] = {}
+        self._by_type: dict[type, list[cst.CSTNode]] = {}
+        self._nearest: dict[tuple, tuple[dict[int, cst.CSTNode | None], dict[type, bool]]] = {}
+        self._sites: dict[int, CallSite] | None = None
+        self._selected: dict[frozenset, list[cst.CSTNode]] = {}
         _IndexBuilder(self).walk(self.module)
         for site in self.calls:
             site.qualname = self.resolver.resolve(site.node.func, site.scope)
@@ -65,17 +73,35 @@ class ModuleIndex:
                     self._by_qualname.setdefault(site.qualname, []).append(site)
         return [site for q in qualnames for site in self._by_qualname.get(q, ())]
 
+    def call_site(self, node: cst.Call) -> CallSite | None:
+        """The CallSite of a Call node of this module (None for a node not in it)."""
+        if self._sites is None:
+            self._sites = {id(site.node): site for site in self.calls}
+        return self._sites.get(id(node))
+
+    def nodes_of(self, *types: type) -> list[cst.CSTNode]:
+        """The nodes whose class is exactly one of `types` (concrete LibCST classes such as
+        `cst.Name`, `cst.Call`), in source order. Shared: do not modify the list."""
+        if len(types) == 1:
+            return self._by_type.get(types[0], _EMPTY)
+        key = frozenset(types)
+        found = self._selected.get(key)
+        if found is None:
+            found = self._selected[key] = [node for node in self.parents if type(node) in key]
+        return found
+
     def enclosing_scope(self, node: cst.CSTNode) -> Scope:
-        current = self.parents.get(node)
-        while current is not None:
-            scope = self.scope_of.get(current)
-            if scope is not None:
-                return scope
-            current = self.parents.get(current)
-        return self.scope
+        # The scope of the nearest function, class or lambda around the node (they, and only
+        # they, are the keys of scope_of).
+        owner = self.enclosing(node, *_SCOPE_TYPES)
+        return self.scope if owner is None else self.scope_of[owner]
 
     def resolve(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> str | None:
         """Qualified name of `expr` as seen from where `at` (default: `expr`) stands."""
+        if type(at) is cst.Call and at.func is expr:
+            site = self.call_site(at)
+            if site is not None:  # resolved when indexed, from the same scope
+                return site.qualname
         return self.resolver.resolve(expr, self.enclosing_scope(at if at is not None else expr))
 
     def assigned_value(self, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:
@@ -89,16 +115,49 @@ class ModuleIndex:
         return None
 
     def ancestors(self, node: cst.CSTNode):
-        current = self.parents.get(node)
+        parent_ids = self._parent_ids
+        current = parent_ids.get(id(node))
         while current is not None:
             yield current
-            current = self.parents.get(current)
+            current = parent_ids.get(id(current))
 
     def enclosing(self, node: cst.CSTNode, *types: type) -> cst.CSTNode | None:
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, types):
-                return ancestor
-        return None
+        """The nearest ancestor that is an instance of one of `types` (memoised per tuple)."""
+        tables = self._nearest.get(types)
+        if tables is None:
+            tables = self._nearest[types] = ({}, {})
+        memo, matches = tables
+        parent_ids = self._parent_ids
+        key = id(node)
+        found = memo.get(key, _MISSING)
+        if found is not _MISSING:
+            return found
+        # Walk up to a node whose answer is known (or to the matching ancestor), then record
+        # the answer for every node passed: they all share it.
+        path = []
+        current = node
+        while True:
+            parent = parent_ids.get(key)
+            if parent is None:
+                found = None
+                break
+            path.append(key)
+            kind = type(parent)
+            match = matches.get(kind)
+            if match is None:
+                match = matches[kind] = issubclass(kind, types)
+            if match:
+                found = parent
+                break
+            current = parent
+            key = id(current)
+            known = memo.get(key, _MISSING)
+            if known is not _MISSING:
+                found = known
+                break
+        for key in path:  # only nodes of this tree (they have a parent): their ids are stable
+            memo[key] = found
+        return found
 
     def absolute_module(self, level: int, module: str | None) -> str:
         """Resolve `from ..a import b`'s module part; "" when it cannot be resolved."""
@@ -134,127 +193,192 @@ def _child_fields(cls: type) -> tuple[str, ...]:
     return fields
 
 
+_MISSING = object()
+_EMPTY: list = []
+_SCOPE_TYPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_STATEMENT_TYPES = (cst.BaseSmallStatement, cst.BaseCompoundStatement)
+_LEAVE = object()  # marks a Call's leave event on the walk's stack
+_NODE, _SEQUENCE, _OTHER = 1, 2, 0
+_VALUE_KIND: dict[type, int] = {}  # type of a field value -> _NODE / _SEQUENCE / _OTHER
+
+
+def _value_kind(kind: type) -> int:
+    found = _VALUE_KIND.get(kind)
+    if found is None:
+        if issubclass(kind, cst.CSTNode):
+            found = _NODE
+        elif issubclass(kind, (tuple, list)):
+            found = _SEQUENCE
+        else:
+            found = _OTHER
+        _VALUE_KIND[kind] = found
+    return found
+
+
 class _IndexBuilder:
     """Walks the tree through dataclass fields rather than LibCST's visitor machinery, which
-    rebuilds every node's children and cost about 3x the parse here; trivia is skipped."""
+    rebuilds every node's children and cost about 3x the parse here; trivia is skipped.
+
+    Iterative (deeply nested code cannot hit the recursion limit). Each stack entry carries the
+    node's parent, the scope it is read in and its nearest statement, so nothing is looked up
+    again; typed work is dispatched on the node's exact class (LibCST's concrete node classes
+    have no subclasses, and isinstance against their ABC bases is slow)."""
 
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
-        self.stack: list[cst.CSTNode] = []
-        self.scopes: list[Scope] = [index.scope]
-        self.statements: list[Statement] = []
+        self._handlers = {
+            cst.FunctionDef: self._function,
+            cst.ClassDef: self._class,
+            cst.Lambda: self._lambda,
+            cst.Import: self._import,
+            cst.ImportFrom: self._import_from,
+            cst.Assign: self._assign,
+            cst.AnnAssign: self._ann_assign,
+            cst.For: self._loop,
+            cst.CompFor: self._loop,
+            cst.WithItem: self._with_item,
+            cst.ExceptHandler: self._except_handler,
+            cst.NamedExpr: self._named_expr,
+        }
 
     def walk(self, root: cst.CSTNode) -> None:
-        # Iterative, so deeply nested code cannot hit the recursion limit: (node, leaving) pairs.
-        pending: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+        index = self.index
+        parents = index.parents
+        parent_ids = index._parent_ids
+        by_type = index._by_type
+        calls = index.calls
+        handlers = self._handlers
+        statement_kinds: dict[type, bool] = {}
+        value_kind = _VALUE_KIND
+        call_type = cst.Call
+        # (node, parent, scope, statement); (call, _LEAVE, scope, statement) records the call
+        # once its arguments are done (calls are listed innermost first, as they run).
+        pending: list[tuple] = [(root, None, index.scope, None)]
+        pop = pending.pop
+        push = pending.append
         while pending:
-            node, leaving = pending.pop()
-            if leaving:
-                self.on_leave(node)
+            node, parent, scope, statement = pop()
+            if parent is _LEAVE:
+                calls.append(CallSite(node, None, scope, statement))
                 continue
-            self.on_visit(node)
-            pending.append((node, True))
+            kind = type(node)
+            if parent is not None:
+                parents[node] = parent
+                parent_ids[id(node)] = parent
+            bucket = by_type.get(kind)
+            if bucket is None:
+                bucket = by_type[kind] = []
+            bucket.append(node)
+            handler = handlers.get(kind)
+            inner = handler(node, scope) if handler is not None else None
+            if inner is None:
+                inner = scope
+            is_statement = statement_kinds.get(kind)
+            if is_statement is None:
+                is_statement = statement_kinds[kind] = issubclass(kind, _STATEMENT_TYPES)
+            below = node if is_statement else statement
+            if kind is call_type:
+                push((node, _LEAVE, scope, statement))
             children = []
-            for name in _child_fields(type(node)):
+            for name in _child_fields(kind):
                 value = getattr(node, name)
-                if isinstance(value, cst.CSTNode):
+                what = value_kind.get(type(value))
+                if what is None:
+                    what = _value_kind(type(value))
+                if what == _NODE:
                     children.append(value)
-                elif isinstance(value, (tuple, list)):
-                    children.extend(v for v in value if isinstance(v, cst.CSTNode))
-            pending.extend((child, False) for child in reversed(children))
+                elif what == _SEQUENCE:
+                    for item in value:
+                        item_kind = value_kind.get(type(item))
+                        if item_kind is None:
+                            item_kind = _value_kind(type(item))
+                        if item_kind == _NODE:
+                            children.append(item)
+            for child in reversed(children):
+                push((child, node, inner, below))
 
-    # Generic hooks keep parents and the statement stack; typed work happens in _enter.
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.stack:
-            self.index.parents[node] = self.stack[-1]
-        self.stack.append(node)
-        if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-            self.statements.append(node)
-        self._enter(node)
-        return True
+    # -- bindings (each handler gets the scope the node is read in; a new scope is returned) --
+    def _function(self, node: cst.FunctionDef, scope: Scope) -> Scope:
+        path = _join(scope.qualpath, node.name.value)
+        scope.bind(node.name.value, LOCAL + path)
+        self.index.functions.setdefault(path, node)
+        inner = self._push(node, scope, "function", path)
+        for param in _params(node.params):
+            inner.bind(param, SHADOWED)
+        return inner
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        node = original_node
-        if isinstance(node, cst.Call):
-            statement = self.statements[-1] if self.statements else None
-            self.index.calls.append(CallSite(node, None, self.scopes[-1], statement))
-        if node in self.index.scope_of:
-            self.scopes.pop()
-        if isinstance(node, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-            self.statements.pop()
-        self.stack.pop()
+    def _class(self, node: cst.ClassDef, scope: Scope) -> Scope:
+        path = _join(scope.qualpath, node.name.value)
+        scope.bind(node.name.value, LOCAL + path)
+        self.index.classes.setdefault(path, node)
+        return self._push(node, scope, "class", path)
 
-    # -- bindings ------------------------------------------------------------------------
-    def _enter(self, node: cst.CSTNode) -> None:
-        scope = self.scopes[-1]
-        if isinstance(node, cst.FunctionDef):
-            path = _join(scope.qualpath, node.name.value)
-            scope.bind(node.name.value, LOCAL + path)
-            self.index.functions.setdefault(path, node)
-            inner = self._push(node, "function", path)
-            for param in _params(node.params):
-                inner.bind(param, SHADOWED)
-        elif isinstance(node, cst.ClassDef):
-            path = _join(scope.qualpath, node.name.value)
-            scope.bind(node.name.value, LOCAL + path)
-            self.index.classes.setdefault(path, node)
-            self._push(node, "class", path)
-        elif isinstance(node, cst.Lambda):
-            inner = self._push(node, "function", _join(scope.qualpath, "<lambda>"))
-            for param in _params(node.params):
-                inner.bind(param, SHADOWED)
-        elif isinstance(node, cst.Import):
+    def _lambda(self, node: cst.Lambda, scope: Scope) -> Scope:
+        inner = self._push(node, scope, "function", _join(scope.qualpath, "<lambda>"))
+        for param in _params(node.params):
+            inner.bind(param, SHADOWED)
+        return inner
+
+    def _import(self, node: cst.Import, scope: Scope) -> None:
+        for alias in node.names:
+            name = dotted(alias.name) or ""
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                scope.bind(alias.asname.name.value, name, is_import=True)
+            else:
+                top = name.split(".")[0]
+                scope.bind(top, top, is_import=True)
+            self.index.imports.append(ImportRecord(name, (), node, scope))
+
+    def _import_from(self, node: cst.ImportFrom, scope: Scope) -> None:
+        module = self.index.absolute_module(len(node.relative), dotted(node.module) if node.module else None)
+        names: list[str] = []
+        if not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
                 name = dotted(alias.name) or ""
+                names.append(name)
+                local = name
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    scope.bind(alias.asname.name.value, name, is_import=True)
-                else:
-                    top = name.split(".")[0]
-                    scope.bind(top, top, is_import=True)
-                self.index.imports.append(ImportRecord(name, (), node, scope))
-        elif isinstance(node, cst.ImportFrom):
-            module = self.index.absolute_module(len(node.relative), dotted(node.module) if node.module else None)
-            names: list[str] = []
-            if not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    name = dotted(alias.name) or ""
-                    names.append(name)
-                    local = name
-                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                        local = alias.asname.name.value
-                    scope.bind(local, f"{module}.{name}" if module else SHADOWED, is_import=True)
-            self.index.imports.append(ImportRecord(module, tuple(names), node, scope))
-        elif isinstance(node, cst.Assign):
-            for target in node.targets:
-                self._bind_target(target.target, node.value)
-        elif isinstance(node, cst.AnnAssign) and node.value is not None:
-            self._bind_target(node.target, node.value)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            self._bind_target(node.target, None)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            self._bind_target(node.asname.name, None)
-        elif isinstance(node, cst.ExceptHandler) and node.name is not None:
-            self._bind_target(node.name.name, None)
-        elif isinstance(node, cst.NamedExpr):
-            self._bind_target(node.target, None)
+                    local = alias.asname.name.value
+                scope.bind(local, f"{module}.{name}" if module else SHADOWED, is_import=True)
+        self.index.imports.append(ImportRecord(module, tuple(names), node, scope))
 
-    def _push(self, node: cst.CSTNode, kind: str, path: str) -> Scope:
-        scope = Scope(kind, self.scopes[-1], path)
+    def _assign(self, node: cst.Assign, scope: Scope) -> None:
+        for target in node.targets:
+            self._bind_target(scope, target.target, node.value)
+
+    def _ann_assign(self, node: cst.AnnAssign, scope: Scope) -> None:
+        if node.value is not None:
+            self._bind_target(scope, node.target, node.value)
+
+    def _loop(self, node: cst.For | cst.CompFor, scope: Scope) -> None:
+        self._bind_target(scope, node.target, None)
+
+    def _with_item(self, node: cst.WithItem, scope: Scope) -> None:
+        if node.asname is not None:
+            self._bind_target(scope, node.asname.name, None)
+
+    def _except_handler(self, node: cst.ExceptHandler, scope: Scope) -> None:
+        if node.name is not None:
+            self._bind_target(scope, node.name.name, None)
+
+    def _named_expr(self, node: cst.NamedExpr, scope: Scope) -> None:
+        self._bind_target(scope, node.target, None)
+
+    def _push(self, node: cst.CSTNode, outer: Scope, kind: str, path: str) -> Scope:
+        scope = Scope(kind, outer, path)
         self.index.scope_of[node] = scope
-        self.scopes.append(scope)
         return scope
 
-    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        scope = self.scopes[-1]
+    def _bind_target(self, scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         if isinstance(target, cst.Name):
             # The value is kept: an alias (`npr = np.random`) is resolved lazily when asked, and
             # rules may look at what a variable was assigned (`device = "cuda" if ... else "cpu"`).
             scope.bind(target.value, value if value is not None else SHADOWED)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
-                self._bind_target(element.value, None)
+                self._bind_target(scope, element.value, None)
         elif isinstance(target, cst.StarredElement):
-            self._bind_target(target.value, None)
+            self._bind_target(scope, target.value, None)
 
 
 def _join(prefix: str, name: str) -> str:

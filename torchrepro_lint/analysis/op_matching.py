@@ -162,6 +162,7 @@ class ProjectUses:
         self.project = project
         self._grad: dict[int, GradContext] = {}
         self._memo: dict[tuple[int, str], bool] = {}
+        self._references: dict[tuple[int, str], list] = {}
 
     def grad(self, module) -> GradContext:
         found = self._grad.get(id(module))
@@ -191,13 +192,18 @@ class ProjectUses:
     def references(self, module, function: cst.FunctionDef | cst.ClassDef) -> list:
         """(module, node) for each load of the function (or class) in the project, imports left out."""
         name = function.name.value
+        key = (id(module), name)  # the answer depends on the module and the name only
+        found = self._references.get(key)
+        if found is None:
+            found = self._references[key] = self._find_references(module, name)
+        return list(found)
+
+    def _find_references(self, module, name: str) -> list:
         out = []
-        for other in self.project.modules.values():
-            if name not in other.source.text:
-                continue
+        for other in self.project.modules_mentioning(name):
             index = other.index
-            for node in index.parents:
-                if isinstance(node, cst.Name) and node.value == name:
+            for node in _named(index, name):
+                if type(node) is cst.Name:
                     parent = index.parents.get(node)
                     if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.Param, cst.AsName)):
                         continue
@@ -206,10 +212,8 @@ class ProjectUses:
                     if isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.Arg) and parent.keyword is node:
                         continue
                     ref = node
-                elif isinstance(node, cst.Attribute) and node.attr.value == name:
+                else:  # an Attribute `<expr>.<name>`
                     ref = node
-                else:
-                    continue
                 if self._is_function(other, ref, module, name):
                     out.append((other, ref))
         return out
@@ -261,6 +265,16 @@ class ProjectUses:
             return q == LOCAL + name
         symbol = self.project.resolve(q, other)
         return symbol is not None and symbol.module is module and symbol.path == name
+
+
+def _named(index: ModuleIndex, name: str) -> list[cst.CSTNode]:
+    """The Name nodes `name` and the Attribute nodes `<expr>.name` of the module, together in
+    source order."""
+    fl = flow(index)
+    names, attributes = fl.names_called(name), fl.attribute_names.get(name, ())
+    if not attributes or not names:
+        return list(names or attributes)
+    return sorted([*names, *attributes], key=fl.pos)
 
 
 def _test_code(path) -> bool:
@@ -386,6 +400,9 @@ class GradContext:
         self.transform_file = stem in TRANSFORM_FILES
         self._collate: set[str] | None = None
         self._checkpoint: dict[int, bool] = {}
+        self._calls_in: dict[int, list[CallSite]] = {}  # id(function) -> its call sites
+        self._calls_of: dict[str, list[CallSite]] = {}  # `name(...)` call sites by name
+        self._calls_indexed = False
 
     def no_grad_reason(self, node: cst.CSTNode) -> str | None:
         """'under `torch.no_grad()`', 'in a Dataset', ... or None when gradients may flow."""
@@ -559,9 +576,13 @@ class GradContext:
         name = function.name.value.lower()
         if CHECKPOINT_NAME.search(name):
             return True
-        for site in self.index.calls:
-            if self.index.enclosing(site.node, cst.FunctionDef) is not function:
-                continue
+        if not self._calls_indexed:
+            self._calls_indexed = True
+            for site in self.index.calls:  # both keep the order of index.calls
+                self._calls_in.setdefault(id(self.index.enclosing(site.node, cst.FunctionDef)), []).append(site)
+                if type(site.node.func) is cst.Name:
+                    self._calls_of.setdefault(site.node.func.value, []).append(site)
+        for site in self._calls_in.get(id(function), ()):
             if site.qualname in LOADERS:
                 return True
             if isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value in LOADER_METHODS:
@@ -569,10 +590,7 @@ class GradContext:
         if depth > 3 or self.index.enclosing(function, cst.ClassDef) is not None:
             return False
         # A module-level helper called only from checkpoint-loading functions of this module.
-        callers = [
-            site for site in self.index.calls
-            if isinstance(site.node.func, cst.Name) and site.node.func.value == function.name.value
-        ]  # fmt: skip
+        callers = self._calls_of.get(function.name.value, ())
         if not callers:
             return False
         for site in callers:
@@ -683,7 +701,7 @@ class _Matcher:
         self._last_evidence = ""
         self.module = None
         if uses is not None:
-            self.module = next((m for m in uses.project.modules.values() if m.index is index), None)
+            self.module = next((m for m in uses.project.modules.values() if m.source is index.source), None)
         self.values = _Values(index)
         self.grad = GradContext(index, path)
         catalog = load_catalog()

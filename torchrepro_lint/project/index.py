@@ -8,6 +8,7 @@ pre-commit run on one file still sees the helpers it calls.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -22,17 +23,82 @@ from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
 
 
+# What the code running now reads of each module, for caching its results (see record()).
+_READS: list[set] = []
+
+
+@contextmanager
+def record():
+    """Collect the (kind, path) of every module part read inside the block: "ir" for a
+    module's lowered summary, "content" for its text or tree. A cached result stays valid
+    while every part it read is unchanged."""
+    reads: set = set()
+    _READS.append(reads)
+    try:
+        yield reads
+    finally:
+        _READS.pop()
+
+
 @dataclass(eq=False)
 class ProjectModule:
+    """One module of the project. Its IR is always there (lowered now, or from the cache);
+    its LibCST tree, index and IR nodes are built on first use, so a module whose results are
+    cached is never parsed."""
+
     path: Path  # resolved absolute path
     name: str  # dotted module name by package structure
     package: str | None
     search_root: Path  # the directory Python would have on sys.path for this module
     source: SourceFile
-    index: ModuleIndex
-    ir: ir.ModuleIR
-    nodes: list[cst.CSTNode]
+    _ir: ir.ModuleIR = field(repr=False)
     linted: bool  # among the files the user asked to lint (findings are reported only there)
+    helpers: dict = field(default_factory=dict, repr=False)
+    _index: ModuleIndex | None = field(default=None, repr=False)
+    _nodes: list | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"<module {self.path}>"
+
+    def __reduce__(self):
+        raise TypeError("a ProjectModule is pickled by reference (see cache.py)")
+
+    @property
+    def ir(self) -> ir.ModuleIR:
+        if _READS:
+            _READS[-1].add(("ir", self.path))
+        return self._ir
+
+    @property
+    def index(self) -> ModuleIndex:
+        if _READS:
+            _READS[-1].add(("content", self.path))
+        if self._index is None:
+            self._index = ModuleIndex(self.source, self.package)
+        return self._index
+
+    @property
+    def nodes(self) -> list[cst.CSTNode]:
+        """The CST nodes the IR's refs point at (lowering is deterministic, so the same list)."""
+        if self._nodes is None:
+            lowering = Lowering(self.index, self.helpers)
+            lowering.build()
+            self._nodes = lowering.nodes
+        return self._nodes
+
+    @property
+    def has_tree(self) -> bool:
+        return self._index is not None
+
+    def release_tree(self) -> None:
+        self._index = self._nodes = None
+        self.source.drop_tree()
+
+    @property
+    def text(self) -> str:
+        if _READS:
+            _READS[-1].add(("content", self.path))
+        return self.source.text
 
     @property
     def is_dunder_main(self) -> bool:
@@ -83,6 +149,7 @@ class ProjectIndex:
     helpers: dict[str, Helper] = field(default_factory=dict)
     modules: dict[Path, ProjectModule] = field(default_factory=dict)
     load_errors: dict[Path, str] = field(default_factory=dict)
+    lowered: object | None = None  # a store of IRs by file content: get(source, package), put(...)
     # Resolution is asked hundreds of thousands of times on a large project: remember answers.
     _named: dict[tuple[str, Path], ProjectModule | None] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
@@ -91,16 +158,32 @@ class ProjectIndex:
         _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
 
     def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
-        """Index a file. Raises source.ParseFailure if it does not parse."""
+        """Index a file: its IR from `lowered` (a cache) when it has it, else by parsing.
+        Raises source.ParseFailure if it does not parse."""
         path = source.path.resolve()
         name, package, search_root = module_identity(path)
-        index = ModuleIndex(source, package)
-        lowering = Lowering(index, self.helpers)
-        module = ProjectModule(path, name, package, search_root, source, index, lowering.build(), lowering.nodes, linted)
+        found = self.lowered.get(source, package) if self.lowered is not None else None
+        if found is not None:
+            module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers)
+        else:
+            index = ModuleIndex(source, package)
+            lowering = Lowering(index, self.helpers)
+            module_ir = lowering.build()
+            module = ProjectModule(path, name, package, search_root, source, module_ir, linted, self.helpers, index, lowering.nodes)
+            if self.lowered is not None:
+                self.lowered.put(source, package, module_ir)
         self.modules[path] = module
         self._named.clear()  # a new module can answer a name that was missing before
         self._resolved.clear()
         return module
+
+    def modules_mentioning(self, word: str) -> list[ProjectModule]:
+        """The modules whose text contains `word`: a cheap filter before reading their trees.
+        Recorded as one read, so a cached result depends on which modules match, not on
+        every module's text."""
+        if _READS:
+            _READS[-1].add(("mentions", word))
+        return [m for m in self.modules.values() if word in m.source.text]
 
     @property
     def linted_modules(self) -> list[ProjectModule]:
@@ -129,6 +212,13 @@ class ProjectIndex:
                 if module is not None:
                     return module
         return None
+
+    def load_path(self, path: Path) -> ProjectModule | None:
+        """The module at a resolved path, loaded from disk if need be."""
+        found = self.modules.get(path)
+        if found is None and path not in self.load_errors:
+            found = self._load_from_disk(path)
+        return found
 
     def _load_from_disk(self, candidate: Path) -> ProjectModule | None:
         try:

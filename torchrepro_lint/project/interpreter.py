@@ -60,8 +60,8 @@ class Facts:
     final_states: list[PathState] = field(default_factory=list)
     spawns: list[tuple[Occurrence, bool, "Facts"]] = field(default_factory=list)
     truncated: bool = False
-    modules: set = field(default_factory=set)  # ids of the modules whose code ran
-    functions: set = field(default_factory=set)  # (module id, function path) of the functions called
+    modules: set = field(default_factory=set)  # paths of the modules whose code ran
+    functions: set = field(default_factory=set)  # (module path, function path) of the functions called
 
     def add(self, kind: str, occurrence: Occurrence) -> None:
         self.effects.setdefault(kind, {}).setdefault(occurrence.site, occurrence)
@@ -109,7 +109,7 @@ class Interpreter:
     def run_module(self, *, with_guard: bool, function: str | None = None) -> Facts:
         frame = Frame(self.entry)
         self.imported.add(id(self.entry))
-        self.facts.modules.add(id(self.entry))
+        self.facts.modules.add(self.entry.path)
         states, _ = self.block(self.entry.ir.top, [PathState()], frame)
         if with_guard and self.entry.ir.main_guard is not None:
             states, returned = self.block(self.entry.ir.main_guard[1], states, frame)
@@ -288,7 +288,7 @@ class Interpreter:
         key = (id(symbol.module), symbol.path)
         if function is None or key in self.stack or len(self.stack) >= MAX_DEPTH:
             return states
-        self.facts.functions.add(key)
+        self.facts.functions.add((symbol.module.path, symbol.path))
         if not self.effectful(symbol):
             return states
         params = function.params[1:] if skip_first and function.params else function.params
@@ -302,7 +302,7 @@ class Interpreter:
             anchor = (frame.module, ref)  # the call in the entry program that leaves it
         def_class = self.project.resolve("@." + symbol.path.rpartition(".")[0], symbol.module) if function.is_method else None
         callee_frame = Frame(symbol.module, env, self_class or def_class, def_class, anchor)
-        self.facts.modules.add(id(symbol.module))
+        self.facts.modules.add(symbol.module.path)
         self.stack.append(key)
         try:
             normal, returned = self.block(function.body, states, callee_frame)
@@ -343,7 +343,7 @@ class Interpreter:
                 continue
             self.imported.add(id(module))
             # The `__main__` block of an imported module is not part of its importer's program.
-            self.facts.modules.add(id(module))
+            self.facts.modules.add(module.path)
             anchor = frame.anchor or (frame.module, statement.ref)
             states, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
             states += returned

@@ -28,24 +28,30 @@ class Program:
         return self.entry.source.path.as_posix() + (f":{self.function}" if self.function else "")
 
 
-def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None) -> list[Program]:
+def interpret(project: ProjectIndex, module: ProjectModule, with_guard: bool, function: str | None = None) -> Facts:
+    return Interpreter(project, module).run_module(with_guard=with_guard, function=function)
+
+
+def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None, run=interpret) -> list[Program]:
+    """Every program of the project; `run(project, module, with_guard, function)` computes a
+    program's facts (the engine passes one that reuses cached facts)."""
     programs: list[Program] = []
     imported = project.imported_by_project()
     for module in project.linted_modules:
         guard = module.ir.main_guard
         if guard is not None or module.is_dunder_main:
             kind = "main-guard" if guard is not None else "dunder-main"
-            facts = Interpreter(project, module).run_module(with_guard=True)
+            facts = run(project, module, True)
             programs.append(Program(module, kind, guard[0] if guard else None, facts, imported=module.path in imported))
         elif module.ir.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
             if module.path not in imported:
-                facts = Interpreter(project, module).run_module(with_guard=False)
+                facts = run(project, module, False)
                 programs.append(Program(module, "script", None, facts))
     for target in (console_scripts or {}).values():
         module_name, _, function = target.partition(":")
         module = _module_from_root(project, module_name.strip())
         if module is not None and module.linted and function:
-            facts = Interpreter(project, module).run_module(with_guard=False, function=function.strip())
+            facts = run(project, module, False, function.strip())
             symbol = module.ir.functions.get(function.strip())
             programs.append(Program(module, "console-script", symbol.ref if symbol else None, facts, function.strip()))
     return programs

@@ -7,7 +7,9 @@ and its examples run as tests: a hazard must be reported exactly on the lines ma
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, Iterable
 
 from torchrepro_lint.findings import Finding, Severity
@@ -32,6 +34,31 @@ class Example:
         return {"example.py": self.code} if isinstance(self.code, str) else dict(self.code)
 
 
+def last_names(*qualnames: Iterable[str]) -> tuple[str, ...]:
+    """The words a call to any of `qualnames` must contain: their last components, sorted.
+
+    A qualified name resolves from the file's own text (analysis/names.py): through its import,
+    an alias assigned from it, or the dotted expression itself, and each spells the last
+    component (`from numpy.random import default_rng as rng` still names `default_rng`)."""
+    return tuple(sorted({name.rsplit(".", 1)[-1] for group in qualnames for name in group}))
+
+
+@lru_cache(maxsize=None)
+def _whole_word(word: str) -> re.Pattern:
+    # The literal comes first so the regex engine can scan for it; the lookbehind then checks
+    # the character before it, e.g. `put(?<!\wput)(?!\w)`. Ends that are not word characters
+    # (`{`) are not checked.
+    head = r"(?<!\w" + re.escape(word) + ")" if re.match(r"\w", word) else ""
+    tail = r"(?!\w)" if re.search(r"\w$", word) else ""
+    return re.compile(re.escape(word) + head + tail)
+
+
+def occurs(word: str, text: str) -> bool:
+    """`word` in `text`, not as part of a longer identifier: an identifier (or a string key
+    such as "num_workers") always stands between characters that cannot continue it."""
+    return word in text and _whole_word(word).search(text) is not None
+
+
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case, as in the spec
@@ -47,12 +74,13 @@ class Rule:
     tags: ClassVar[tuple[str, ...]] = ("reproducibility",)
     precision: ClassVar[str] = "high"
     # Per-file rules: words one of which a file's text must contain for the rule to have
-    # anything to report there (the API names that make a candidate). Empty: no gate.
+    # anything to report there (the API names that make a candidate). Matched as whole words:
+    # `glob` is not found in `global`, nor `put` in `input` (see `occurs`). Empty: no gate.
     triggers: ClassVar[tuple[str, ...]] = ()
 
     def may_fire_in(self, text: str) -> bool:
         """The cheap gate the engine asks before running check_module (and parsing for it)."""
-        return not self.triggers or any(word in text for word in self.triggers)
+        return not self.triggers or any(occurs(word, text) for word in self.triggers)
 
     def check_module(self, module: ProjectModule, context: LintContext) -> Iterable[Finding]:
         """Per-file rules: called once for every linted module."""

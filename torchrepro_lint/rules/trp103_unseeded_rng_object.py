@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.names import dotted
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 CONSTRUCTORS = {
     "numpy.random.default_rng": "np.random.default_rng",
@@ -39,6 +39,8 @@ class UnseededRngObject(Rule):
         "or re-created there with a seed (`self.rng = random.Random(seed + epoch)`), is not reported. "
         "A seed passed as a variable is trusted."
     )
+    # Candidates are calls resolving to one of CONSTRUCTORS; each spells its class's name.
+    triggers = last_names(CONSTRUCTORS)
     hazards = (
         Example(
             '''import numpy as np

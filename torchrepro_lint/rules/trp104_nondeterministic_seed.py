@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.syntax import arg
 from torchrepro_lint.project.known_apis import KNOWN_HELPERS
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 SEED_CALLS = {
     "torch.manual_seed": "seed",
@@ -39,6 +39,8 @@ class NondeterministicSeed(Rule):
         "seeding with it is reproducible from the log and not reported. Framework helpers are "
         "reported with `seed=None` only where None means a random seed (mmengine, mmcv, detectron2)."
     )
+    # Candidates are calls resolving to a seeding call, a seed helper, or torch.seed.
+    triggers = last_names(SEED_CALLS, [q for q, h in KNOWN_HELPERS.items() if h.random_when_seed_none], ["torch.seed"])
     hazards = (
         Example(
             '''import time

@@ -7,7 +7,7 @@ import libcst as cst
 from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.fixes.edits import make_fix, replace
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 CUDNN = "torch.backends.cudnn."
 # Attributes torch.backends.cudnn really has (its module class's properties and functions).
@@ -37,6 +37,9 @@ class NoOpDeterminismSwitch(Rule):
         "Reported wherever it appears, reachable or not: it is wrong in any context. An unknown "
         "cudnn attribute is reported with the closest real flag when one is near."
     )
+    # Candidates are assignments to (or comparisons of) a name resolving under
+    # torch.backends.cudnn, whose text spells `cudnn`, or to one of REBOUND_FUNCTIONS.
+    triggers = ("cudnn", *last_names(REBOUND_FUNCTIONS))
     hazards = (
         Example(
             '''import torch
@@ -93,7 +96,7 @@ cudnn.determinstic = True
 
     def check_module(self, module, context):
         index = module.index
-        for node in index.parents:
+        for node in index.nodes_of(cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Expr):  # in source order
             if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 for target in targets:

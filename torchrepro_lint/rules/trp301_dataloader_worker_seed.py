@@ -76,6 +76,10 @@ class DataLoaderWorkerSeed(Rule):
         "hook), the programs that reach its module decide; for a plain function nobody calls, "
         "the level is a warning and the message names both outcomes."
     )
+    # A candidate needs workers: a `num_workers` keyword or dict key, or the sixth positional
+    # argument of a call resolving to torch's DataLoader itself. (Loader subclasses, whatever
+    # their name, only count a keyword.)
+    triggers = ("num_workers", "DataLoader")
     hazards = (
         Example(
             '''import torch

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import arg, bool_value, flow, is_none, programs_for
 from torchrepro_lint.project.known_apis import Kind
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 RANDOM_SPLIT = "torch.utils.data.random_split"
 # sklearn splitters: (position of random_state, position of shuffle; None: keyword-only or absent,
@@ -47,6 +47,8 @@ class UnseededSplit(Rule):
         "`train_test_split(shuffle=False)` is not random. HF `datasets`' `Dataset.train_test_split` "
         "is not recognised (its receiver type is unknown here)."
     )
+    # Candidates are calls resolving to random_split or one of the sklearn splitters.
+    triggers = last_names([RANDOM_SPLIT], SKLEARN)
     hazards = (
         Example(
             '''import torch

@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import DATASET_BASES, DATASET_PREFIXES, derives_from, flow, self_attribute, subtree
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 RNG_CONSTRUCTORS = {
     "numpy.random.default_rng": "np.random.default_rng",
@@ -57,6 +57,9 @@ class DatasetHeldRng(Rule):
         "touches (a reseeding `worker_init_fn`). The same generator in a Sampler is fine: "
         "samplers run in the main process. No fix: the right seed depends on the design."
     )
+    # A candidate is `self.x = <one of RNG_CONSTRUCTORS>(...)` in the class's own __init__,
+    # in this file.
+    triggers = last_names(RNG_CONSTRUCTORS)
     hazards = (
         Example(
             '''import numpy as np

@@ -36,6 +36,11 @@ class DistributedSamplerEpoch(Rule):
         "Composer are not reported: their loops call `set_epoch` themselves. Project subclasses "
         "count unless they define their own `__iter__` that ignores `self.epoch`."
     )
+    # A candidate is a call resolving to DistributedSampler, or to a project subclass of it
+    # that may be defined in another file under any name: a file can only name that through an
+    # import (or a class of its own deriving from an imported one). Sound, but nearly every file
+    # imports something: a narrower gate needs the project (the names of its subclasses).
+    triggers = ("DistributedSampler", "import")
     hazards = (
         Example(
             '''import torch
@@ -193,7 +198,7 @@ def one_pass(dataset, model):
         if not programs:
             return [module]
         ids = set().union(*(p.facts.modules for p in programs))
-        return [m for m in context.project.modules.values() if id(m) in ids] or [module]
+        return [m for m in context.project.modules.values() if m.path in ids] or [module]
 
     @staticmethod
     def _calls_set_epoch(module) -> bool:
@@ -204,7 +209,8 @@ def one_pass(dataset, model):
 
     @staticmethod
     def _managed(module) -> bool:
-        return any(record.module.split(".")[0] in MANAGED_ROOTS for record in module.index.imports)
+        # From the IR (every import, any depth): no need to parse each module of the program.
+        return any(name.split(".")[0] in MANAGED_ROOTS for name, _ in module.ir.imported_modules)
 
     @staticmethod
     def _has_epoch_loop(module) -> bool:

@@ -9,7 +9,8 @@ from torchrepro_lint.rules._ops import (
     raising_calls,
     why,
 )
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.catalog import load_catalog
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 
 class NondeterministicOp(Rule):
@@ -45,6 +46,11 @@ class NondeterministicOp(Rule):
         + GRAD_DECISIONS + " A call that TRP402 reports is not also reported here. Not reported "
         "at all (rules.md; carried by TRP205 once per program): convolutions, `nn.Embedding` and "
         "attention backward, gather/index_select/repeat_interleave backward, implicit indexing."
+    )
+    # A candidate is a call resolving to one of the rule's catalogue APIs (any torch version),
+    # or a tensor method of that name: either way the file spells the API's last name.
+    triggers = last_names(
+        api.name for entry in load_catalog().entries_for(rule="TRP401") if entry.report for api in entry.apis if api.report
     )
     hazards = (
         Example(

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.rules._ops import EVIDENCE_DECISIONS, GRAD_DECISIONS, advice, det_mode_status, matches, where, why
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.catalog import load_catalog
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 
 class OpWithoutDeterministicImpl(Rule):
@@ -41,6 +42,11 @@ class OpWithoutDeterministicImpl(Rule):
         "path (the cuDNN one needs int32 targets and more). " + GRAD_DECISIONS + " Forward ops "
         "(`histc`, `bincount(weights=...)`, `median(dim)`, the NLL loss, ...) raise whether or not "
         "gradients flow, so `no_grad` does not silence them."
+    )
+    # A candidate is a call resolving to one of the rule's catalogue APIs (any torch version),
+    # or a tensor method of that name: either way the file spells the API's last name.
+    triggers = last_names(
+        api.name for entry in load_catalog().entries_for(rule="TRP402") if entry.report for api in entry.apis if api.report
     )
     hazards = (
         Example(

@@ -5,7 +5,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow import flow
 from torchrepro_lint.analysis.op_matching import ABSENT, GradContext, argument, possible_values
 from torchrepro_lint.fixes.edits import add_keywords, make_fix, replace
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 F = "torch.nn.functional."
 DROPOUTS = frozenset(F + n for n in ("dropout", "dropout1d", "dropout2d", "dropout3d"))
@@ -41,6 +41,8 @@ class EvalDropout(Rule):
         "`training_step`. `F.alpha_dropout` and `F.feature_alpha_dropout` default to "
         "`training=False`, so without `training=` they never drop: not reported."
     )
+    # Candidates are calls resolving to the functional dropouts or to SDPA.
+    triggers = last_names(DROPOUTS, [SDPA])
     hazards = (
         Example(
             '''import torch.nn as nn

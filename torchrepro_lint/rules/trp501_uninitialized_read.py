@@ -5,7 +5,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow import arg, flow, int_value, self_attribute, subtree
 from torchrepro_lint.analysis.receivers import is_tensor
 from torchrepro_lint.fixes.edits import make_fix, replace
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 ALLOCATORS = {
     "torch.empty": "torch.zeros",
@@ -98,6 +98,9 @@ class UninitializedRead(Rule):
         "`torch.cat((x, torch.empty(k)))` (it is carried along, typically sliced off later, not "
         "computed on). Branches are not modelled: a write in one branch counts."
     )
+    # Candidates are calls resolving to an allocator or a legacy constructor (each spells its
+    # name: `FloatTensor`, `Tensor`, ...), or the methods `new_empty*` / `new`.
+    triggers = last_names(ALLOCATORS, ALLOCATING_METHODS, LEGACY_CONSTRUCTORS, ["new"])
     hazards = (
         Example(
             '''import torch
@@ -531,9 +534,7 @@ def _reading_torch(qualname: str) -> bool:
 
 def _parameter_loop_init(index, data) -> bool:
     """`for p in model.parameters(): nn.init.xavier_uniform_(p)` (or `p.data.normal_()`)."""
-    for node in index.parents:
-        if not isinstance(node, cst.For):
-            continue
+    for node in index.nodes_of(cst.For):  # in source order
         source = node.iter
         while isinstance(source, cst.Call) and not (
             isinstance(source.func, cst.Attribute) and source.func.attr.value in ("parameters", "named_parameters")

@@ -15,7 +15,7 @@ from torchrepro_lint.analysis.dataflow import (
     method_name,
 )
 from torchrepro_lint.fixes.edits import make_fix, replace
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, last_names
 
 LISTING_CALLS = {
     "os.listdir": "os.listdir",
@@ -57,6 +57,8 @@ class UnsortedListing(Rule):
         "sort). `Path.glob` needs a receiver that is visibly a `Path`; `rglob`/`iterdir` are "
         "pathlib names and accepted on any receiver."
     )
+    # Candidates are calls resolving to one of LISTING_CALLS, or the Path methods by name.
+    triggers = last_names(LISTING_CALLS, PATH_METHODS)
     hazards = (
         Example(
             '''import os

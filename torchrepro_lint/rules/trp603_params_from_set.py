@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import ordered_sets, PARAM, Elements, OrderFlow, derives_from, sink_text
+from torchrepro_lint.analysis.dataflow import MODULE_ITERATORS, ordered_sets, PARAM, Elements, OrderFlow, derives_from, sink_text
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 
@@ -50,6 +50,9 @@ class ParamsFromSet(Rule):
         "the set's). Not reported: membership tests, `len`, loops that only set "
         "`requires_grad` or count. Reported at the set where its order is first used."
     )
+    # A set holds parameters or modules only on evidence from one of these methods
+    # (`model.parameters()`, `named_modules()`, ...), called in this file.
+    triggers = tuple(sorted(MODULE_ITERATORS))
     hazards = (
         Example(
             '''import torch

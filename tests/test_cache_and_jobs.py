@@ -1,0 +1,142 @@
+"""The persistent cache and --jobs change how much work a run does, never what it reports."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchrepro_lint.cli import main
+
+PROJECT = {
+    "train.py": """
+import torch
+from torch.utils.data import DataLoader
+from helpers import make_model, fill
+
+torch.backends.cudnn.benchmark = True
+
+def main():
+    model = make_model()
+    loader = DataLoader(range(10), num_workers=4, shuffle=True)
+    buffer = torch.empty(3)
+    print(buffer.sum(), fill(buffer))
+    for path in __import__("os").listdir("."):
+        print(path)
+
+if __name__ == "__main__":
+    main()
+""",
+    "helpers.py": """
+import torch
+import torch.nn.functional as F
+
+def make_model():
+    return torch.nn.Linear(4, 2)
+
+def fill(x):
+    return F.interpolate(x[None, None], scale_factor=2, mode="bilinear")
+""",
+    "evaluate.py": """
+import torch
+from helpers import make_model
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    print(make_model()(torch.randn(2, 4)))
+""",
+}
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    for name, code in PROJECT.items():
+        (root / name).write_text(code.lstrip("\n"))
+    return root
+
+
+def _check(capsys, root: Path, *options: str):
+    code = main(["check", "--output-format", "json", "--statistics", *options, str(root)])
+    out, err = capsys.readouterr()
+    stats = json.loads(err.split("torchrepro-lint statistics: ", 1)[1].splitlines()[0])
+    return code, json.loads(out), stats, err
+
+
+def test_findings_identical_with_and_without_cache_and_jobs(tmp_path, capsys):
+    root = _project(tmp_path)
+    code, plain, _, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
+    assert code == 1 and len(plain) >= 3
+    assert _check(capsys, root, "--no-cache", "--jobs", "2")[1] == plain
+    cache = str(tmp_path / "cache")
+    cold = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    warm = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert cold[1] == plain and warm[1] == plain
+    assert cold[2]["replayed"] is False and cold[2]["parsed"] >= 3
+    assert warm[2]["replayed"] is True and warm[2]["parsed"] == 0
+
+
+def test_editing_one_file_parses_only_what_depends_on_it(tmp_path, capsys):
+    root = _project(tmp_path)
+    cache = str(tmp_path / "cache")
+    first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert first[2]["programs_resolved"] == 2
+    with (root / "evaluate.py").open("a") as handle:
+        handle.write("# a comment\n")
+    second = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert second[1] == first[1]
+    assert second[2]["replayed"] is False
+    # evaluate.py's IR did not change: no program is interpreted again, and the per-file
+    # results of the files that do not read evaluate.py come from the cache. (The program
+    # rules run again, since their lines could have moved, and parse where they report.)
+    assert second[2]["programs_resolved"] == 0
+    assert first[2]["cache_hits"] == 0 and second[2]["cache_hits"] >= 1
+    # A real change: the program of train.py reads helpers.py, evaluate.py's program too.
+    (root / "helpers.py").write_text(PROJECT["helpers.py"].replace("Linear(4, 2)", "Linear(4, 3)"))
+    third = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert third[1] == _check(capsys, root, "--no-cache")[1]
+
+
+def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
+    root = _project(tmp_path)
+    cache = tmp_path / "cache"
+    plain = _check(capsys, root, "--cache-dir", str(cache))[1]
+    for entry in cache.rglob("*"):
+        if entry.is_file() and entry.name not in ("CACHEDIR.TAG", ".gitignore"):
+            entry.write_bytes(b"\x80garbage")
+    code, again, stats, err = _check(capsys, root, "--cache-dir", str(cache))
+    assert again == plain and stats["replayed"] is False
+    assert "warning: ignoring unreadable cache entry" in err
+
+
+def test_a_directory_that_is_not_a_cache_is_left_alone(tmp_path, capsys):
+    root = _project(tmp_path)
+    foreign = tmp_path / "data"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    code, found, stats, err = _check(capsys, root, "--cache-dir", str(foreign))
+    assert found == _check(capsys, root, "--no-cache")[1]
+    assert "is not a torchrepro-lint cache" in err
+    assert sorted(p.name for p in foreign.iterdir()) == ["keep.txt"]
+
+
+def test_cached_run_does_not_import_libcst(tmp_path):
+    root = _project(tmp_path)
+    command = [sys.executable, "-c", (
+        "import sys; from torchrepro_lint.cli import main; code = main(sys.argv[1:]); "
+        "print('libcst' in sys.modules, file=sys.stderr); sys.exit(code)"
+    ), "check", "--cache-dir", str(tmp_path / "cache"), str(root)]
+    first = subprocess.run(command, capture_output=True, text=True)
+    second = subprocess.run(command, capture_output=True, text=True)
+    assert first.stdout == second.stdout and first.returncode == second.returncode == 1
+    assert first.stderr.strip().endswith("True") and second.stderr.strip().endswith("False")
+
+
+@pytest.mark.parametrize("value", ["0", "x"])
+def test_bad_jobs_value_is_a_usage_error(value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "--jobs", value, "."])
+    assert exit_.value.code == 2
+    assert "--jobs" in capsys.readouterr().err

@@ -1,0 +1,196 @@
+"""The persistent cache: `.torchrepro_lint_cache/` at the project root unless told otherwise.
+
+Each entry is keyed by a hash of everything its value was computed from:
+
+- "ir": one file's lowered IR, by its text, module identity, helper settings and tool version;
+- "module": the per-file rules' findings in one file and what they read of the rest of the
+  project (other modules' IR or text, the facts of the programs reaching it); reused while
+  every one of those reads is unchanged;
+- "program": one program's facts and the modules its run read;
+- "programs": the program rules' findings, by the facts of every program;
+- "run": a whole result by every file's text, so an unchanged tree is replayed without parsing
+  (or importing LibCST).
+
+Entries are pickles written to a temporary file and renamed into place, so concurrent runs
+never see half an entry. Anything that fails to load is a miss, with one warning; a directory
+that is not ours is neither read nor written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+
+from torchrepro_lint import __version__
+
+FORMAT = 1
+MARKER = "torchrepro-lint-cache"
+DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
+
+
+def digest(*parts: object) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))
+        hasher.update(b"\0")
+    return hasher.hexdigest()
+
+
+def canonical(value: object) -> object:
+    """A form of `value` whose repr is the same in every process: sets sorted, modules by path.
+
+    (Set iteration order depends on PYTHONHASHSEED, so a plain repr would change every run.)"""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(value).__name__ == "ProjectModule":
+            return ("module", str(value.path))
+        return (type(value).__name__, tuple(canonical(getattr(value, f.name)) for f in dataclasses.fields(value)))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted(((canonical(k), canonical(v)) for k, v in value.items()), key=repr)))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted((canonical(v) for v in value), key=repr)))
+    if isinstance(value, (list, tuple)):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def config_fingerprint(config) -> str:
+    """Everything in the configuration that can change a finding; with the tool version (in
+    Cache's namespace) it also decides which rules are on."""
+    return digest(canonical(config))
+
+
+class Cache:
+    """One cache directory, for one tool version and one effective configuration."""
+
+    def __init__(self, directory: Path, configuration: str, warn) -> None:
+        self.directory = directory
+        self.namespace = directory / f"v{FORMAT}" / digest(__version__, sys.version_info[:2], configuration)[:20]
+        self._warn = warn
+        self._warned = False
+        self.usable = self._claim()
+
+    def _claim(self) -> bool:
+        marker = self.directory / "CACHEDIR.TAG"
+        if self.directory.exists():
+            try:
+                ours = MARKER in marker.read_text(encoding="utf-8")
+            except OSError:
+                ours = False
+            if not ours:
+                self.warning(f"{self.directory} exists but is not a torchrepro-lint cache; not using it")
+                return False
+            return True
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _write_atomically(
+                marker,
+                b"Signature: 8a477f597d28d172789f06886806bc55\n# " + MARKER.encode() + b": safe to delete\n",
+            )
+            _write_atomically(self.directory / ".gitignore", b"*\n")
+        except OSError as exc:
+            self.warning(f"cannot create cache directory {self.directory}: {exc.strerror or exc}")
+            return False
+        return True
+
+    def warning(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            self._warn(message)
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.namespace / kind / key[:2] / key
+
+    def get(self, kind: str, key: str, load=pickle.loads):
+        if not self.usable:
+            return None
+        try:
+            data = self._path(kind, key).read_bytes()
+        except OSError:
+            return None
+        try:
+            return load(data)
+        except Exception as exc:  # truncated, foreign or stale: recompute
+            self.warning(f"ignoring unreadable cache entry {self._path(kind, key)} ({type(exc).__name__})")
+            return None
+
+    def put(self, kind: str, key: str, value, dump=pickle.dumps) -> None:
+        if not self.usable:
+            return
+        try:
+            data = dump(value)
+        except Exception:
+            return  # something unpicklable: simply not cached
+        try:
+            path = self._path(kind, key)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomically(path, data)
+        except OSError as exc:
+            self.warning(f"cannot write to cache {self.directory}: {exc.strerror or exc}")
+            self.usable = False
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+# -- whole runs --------------------------------------------------------------------------------------
+def run_key(configuration: str, files: list[Path], errors: list[str]) -> str:
+    """Key of a whole run: the configuration and the bytes of every file it lints."""
+    contents = []
+    for path in files:
+        try:
+            contents.append((path.as_posix(), digest(path.read_bytes())))
+        except OSError as exc:
+            contents.append((path.as_posix(), str(exc)))
+    return digest(configuration, contents, errors)
+
+
+def replay(cache: Cache, key: str):
+    """(findings, errors) of this exact run, if the modules it imported without linting are
+    unchanged too; None otherwise."""
+    entry = cache.get("run", key)
+    if entry is None:
+        return None
+    outside, findings, errors = entry
+    for path, content in outside.items():
+        try:
+            if digest(Path(path).read_bytes()) != content:
+                return None
+        except OSError:
+            return None
+    return findings, errors
+
+
+# -- pickling values that point into the project --------------------------------------------------
+def dumps_with_modules(value) -> bytes:
+    """Pickle `value`, writing each ProjectModule as its path (the project is rebuilt each run)."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.persistent_id = lambda obj: ("module", str(obj.path)) if type(obj).__name__ == "ProjectModule" else None
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def loads_with_modules(data: bytes, modules: dict[Path, object]):
+    """Unpickle, mapping each module path back to this run's ProjectModule (KeyError if gone)."""
+    unpickler = pickle.Unpickler(io.BytesIO(data))
+    unpickler.persistent_load = lambda pid: modules[Path(pid[1])]
+    return unpickler.load()

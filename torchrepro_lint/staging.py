@@ -1,0 +1,260 @@
+"""The stages of a run that the cache and `--jobs` change: lowering, programs, per-file rules.
+
+A run (engine.lint_sources) lowers every file to IR, interprets the programs on the IR, then
+runs the per-file rules, which need each file's LibCST tree. Each stage reuses what the cache
+has and records what it read, so the next run can tell whether a cached result still holds:
+
+- IR by file content (LoweredStore);
+- a program's facts, while every module its run read has the same IR (ProgramRunner);
+- a file's per-file findings, while the file and everything its rules read of the project
+  (other modules' IR or text, the facts of the programs reaching it) are unchanged
+  (ModuleChecker).
+
+With jobs > 1 the per-file rules run in forked worker processes, largest files first: they
+inherit the project, the trees kept within TREE_BUDGET and the program model, so nothing is
+pickled but results. (Lowering stays in the main process: workers that lowered would have to
+send trees back, or the rules would parse every file twice.)
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+
+from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules
+from torchrepro_lint.findings import Finding
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project.programs import find_programs, interpret
+from torchrepro_lint.source import PARSES, SourceFile
+
+# Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
+# dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text).
+TREE_BUDGET = 16_000_000
+
+
+def _file_key(source: SourceFile, package: str | None) -> str:
+    # Helper settings are part of the configuration, which names the cache's namespace.
+    path = source.path.resolve()
+    return digest(str(path), module_identity(path), package, source.text)
+
+
+class LoweredStore:
+    """IR by file content: from this run's workers, the persistent cache, or lowered now.
+    Also the digests that cached results are checked against."""
+
+    def __init__(self, cache) -> None:
+        self.cache = cache
+        self.ir_digests: dict = {}  # resolved path -> digest of its IR
+        self._text_digests: dict = {}
+
+    def get(self, source: SourceFile, package: str | None):
+        key = _file_key(source, package)
+        found = self.cache.get("ir", key) if self.cache is not None else None
+        if found is None:
+            return None
+        module_ir, ir_digest = found
+        self.ir_digests[source.path.resolve()] = ir_digest
+        return module_ir
+
+    def put(self, source: SourceFile, package: str | None, module_ir) -> None:
+        ir_digest = digest(canonical(module_ir))  # (pickles of sets differ between processes)
+        self.ir_digests[source.path.resolve()] = ir_digest
+        if self.cache is not None:
+            self.cache.put("ir", _file_key(source, package), (module_ir, ir_digest))
+
+    def text_digest(self, module: ProjectModule) -> str:
+        found = self._text_digests.get(module.path)
+        if found is None:
+            found = self._text_digests[module.path] = digest(module.source.text)
+        return found
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    # fork: workers inherit the project and program model instead of receiving them pickled
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+
+
+def parallel_available() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class TreeBudget:
+    """Keep a file's tree after lowering only if a per-file rule will want it, within budget."""
+
+    def __init__(self, module_rules) -> None:
+        self.rules = module_rules
+        self.kept = 0
+
+    def wanted(self, module: ProjectModule) -> bool:
+        return module.linted and any(rule.may_fire_in(module.source.text) for rule in self.rules)
+
+    def after_indexing(self, module: ProjectModule) -> None:
+        if not module.has_tree:
+            return
+        if self.wanted(module) and self.kept + len(module.source.text) <= TREE_BUDGET:
+            self.kept += len(module.source.text)
+        else:
+            module.release_tree()
+
+    def after_checking(self, module: ProjectModule) -> None:
+        if module.has_tree:
+            self.kept -= len(module.source.text)
+            module.release_tree()
+
+
+class Digests:
+    """The current value of each kind of read a cached result depends on."""
+
+    def __init__(self, project: ProjectIndex, programs, store: LoweredStore) -> None:
+        self.project, self.programs, self.store = project, programs, store
+        self._programs_memo: dict = {}
+
+    def of(self, read) -> str | None:
+        kind, path = read
+        if kind == "programs":
+            return self._programs_digest(path)
+        if kind == "mentions":
+            return digest(sorted(str(m.path) for m in self.project.modules.values() if path in m.source.text))
+        module = self.project.modules.get(path) or self.project.load_path(path)
+        if module is None:
+            return None
+        if kind == "ir":
+            return self.store.ir_digests.get(module.path)
+        return self.store.text_digest(module)
+
+    def _programs_digest(self, path) -> str:
+        found = self._programs_memo.get(path)
+        if found is None:
+            chosen = [p for p in self.programs if path == "*" or path in p.facts.modules]
+            found = digest(canonical([(p.kind, p.anchor_ref, p.function, p.imported, p.entry, p.facts) for p in chosen]))
+            self._programs_memo[path] = found
+        return found
+
+    def all_match(self, reads) -> bool:
+        return all(self.of(read) == value for read, value in reads)
+
+
+class ProgramRunner:
+    """find_programs with each program's facts reused while the modules its run read are unchanged."""
+
+    def __init__(self, project: ProjectIndex, cache, configuration: str, store, stats) -> None:
+        self.project, self.cache, self.configuration, self.store, self.stats = project, cache, configuration, store, stats
+
+    def find(self, console_scripts):
+        programs = find_programs(self.project, console_scripts, run=self.run)
+        self.stats.programs = len(programs)
+        return programs
+
+    def run(self, project, module, with_guard, function=None):
+        if self.cache is None:
+            self.stats.programs_resolved += 1
+            return interpret(project, module, with_guard, function)
+        key = digest(self.configuration, "program", str(module.path), with_guard, function)
+        digests = Digests(project, [], self.store)
+        found = self.cache.get("program", key)
+        if found is not None:
+            reads, data = found
+            if digests.all_match(reads):
+                try:
+                    return loads_with_modules(data, project.modules)
+                except Exception:
+                    pass
+        with record() as reads:
+            facts = interpret(project, module, with_guard, function)
+        self.stats.programs_resolved += 1
+        self.cache.put("program", key, (sorted((read, digests.of(read)) for read in reads), dumps_with_modules(facts)))
+        return facts
+
+
+# Set in the main process just before forking the per-file workers, which inherit it.
+_CHECKER: ModuleChecker | None = None
+
+
+class ModuleChecker:
+    """Runs the per-file rules on every linted module, reusing cached findings where valid."""
+
+    def __init__(self, context, rules, cache, configuration: str, store, stats, budget) -> None:
+        self.context, self.rules, self.cache = context, rules, cache
+        self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
+        self.errors: list[str] = []
+
+    def run(self, jobs: int) -> list[Finding]:
+        project = self.context.project
+        digests = Digests(project, self.context.programs, self.store) if self.cache is not None else None
+        findings: list[Finding] = []
+        todo: list[ProjectModule] = []
+        for module in project.linted_modules:
+            if not any(rule.may_fire_in(module.source.text) for rule in self.rules):
+                continue
+            cached = self._cached(module, digests)
+            if cached is not None:
+                self.stats.cache_hits += 1
+                findings += cached[0]
+                self.errors += cached[1]
+            else:
+                todo.append(module)
+        for module, (found, errors, reads) in self._check_all(todo, jobs):
+            findings += found
+            self.errors += errors
+            if self.cache is not None:
+                values = sorted((read, digests.of(read)) for read in reads)
+                self.cache.put("module", self._key(module), (values, found, errors))
+        return findings
+
+    def _key(self, module: ProjectModule) -> str:
+        return digest(self.configuration, "module", str(module.path), self.store.text_digest(module))
+
+    def _cached(self, module: ProjectModule, digests):
+        if self.cache is None:
+            return None
+        found = self.cache.get("module", self._key(module))
+        if found is None:
+            return None
+        reads, findings, errors = found
+        return (findings, errors) if digests.all_match(reads) else None
+
+    def _check_all(self, modules: list[ProjectModule], jobs: int):
+        global _CHECKER
+        if jobs <= 1 or len(modules) < 2 or not parallel_available():
+            for module in modules:
+                yield module, self.check(module)
+            return
+        ordered = sorted(modules, key=lambda m: -len(m.source.text))
+        _CHECKER = self
+        try:
+            with _pool(jobs) as pool:
+                results = pool.map(_check_in_worker, [m.path for m in ordered], chunksize=1)
+                for module, (outcome, parses) in zip(ordered, results):
+                    PARSES[0] += parses
+                    yield module, outcome
+        finally:
+            _CHECKER = None
+
+    def check(self, module: ProjectModule):
+        """Findings, internal errors and the reads of every enabled per-file rule on `module`."""
+        findings: list[Finding] = []
+        errors: list[str] = []
+        with record() as reads:
+            for rule in self.rules:
+                if not rule.may_fire_in(module.source.text):
+                    continue
+                try:
+                    findings.extend(f for f in rule.check_module(module, self.context) if f is not None)
+                except Exception:  # a rule bug must not hide every other finding
+                    errors.append(
+                        f"{module.source.path.as_posix()}: internal error in {rule.code}: {_last_line(traceback.format_exc())}"
+                    )
+        if self.budget is not None:
+            self.budget.after_checking(module)
+        return findings, errors, reads
+
+
+def _check_in_worker(path):
+    before = PARSES[0]
+    outcome = _CHECKER.check(_CHECKER.context.project.modules[path])
+    return outcome, PARSES[0] - before
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown error"
