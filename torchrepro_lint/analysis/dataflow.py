@@ -19,7 +19,6 @@ answer is "unknown", and rules stay silent on unknown.
 
 from __future__ import annotations
 
-import itertools
 import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -64,6 +63,7 @@ def programs_for(context, module, node) -> list:
 # -- small syntax helpers ---------------------------------------------------------------------
 
 
+_NO_NAMES: list = []
 _STATEMENT_KINDS: dict[type, bool] = {}
 
 
@@ -131,9 +131,7 @@ class Flow:
     @cached_property
     def _order(self) -> dict[int, int]:
         # index.parents is filled in visit order, so its keys are the nodes in source order.
-        order = dict(zip(map(id, self.parents), itertools.count(1)))
-        order.setdefault(id(self.index.module), 0)
-        return order
+        return self.index.positions()  # the Module 0, then parents' keys from 1
 
     def pos(self, node: cst.CSTNode) -> int:
         return self._order.get(id(node), 0)
@@ -144,6 +142,20 @@ class Flow:
         for node in self.index.nodes_of(cst.Name):  # in source order
             names.setdefault(node.value, []).append(node)
         return names
+
+    def _owned(self, name: str, owner: Owner) -> list[cst.Name]:
+        """The Name nodes spelled `name` whose owner is `owner`, in source order (grouped once
+        per name)."""
+        groups = self._owned_names.get(name)
+        if groups is None:
+            groups = self._owned_names[name] = {}
+            for node in self._names.get(name, ()):
+                groups.setdefault(id(self.owner(node)), []).append(node)
+        return groups.get(id(owner), _NO_NAMES)
+
+    @cached_property
+    def _owned_names(self) -> dict[str, dict[int, list[cst.Name]]]:
+        return {}
 
     def names_called(self, name: str) -> list[cst.Name]:
         """Every Name node spelled `name` (loads, stores, attribute names, keywords), in source
@@ -230,13 +242,12 @@ class Flow:
         """Reads of local `name` in `owner` (not in functions nested in it), after `after`."""
         start = self.pos(after) if after is not None else -1
         out = []
-        for node in self._names.get(name, ()):
+        for node in self._owned(name, owner):  # the same filter, owner first
             if self.pos(node) <= start or not self.is_load(node):
                 continue
             if after is not None and self.inside(node, after):
                 continue
-            if self.owner(node) is owner:
-                out.append(node)
+            out.append(node)
         return out
 
     def used_in_nested(self, name: str, owner: Owner) -> bool:
@@ -297,9 +308,7 @@ class Flow:
 
     def _find_bindings(self, name: str, owner: Owner) -> list[tuple[cst.CSTNode, cst.BaseExpression | None]]:
         out = []
-        for node in self._names.get(name, ()):
-            if self.owner(node) is not owner:
-                continue
+        for node in self._owned(name, owner):
             parent = self.parents.get(node)
             if isinstance(parent, cst.AssignTarget):
                 out.append((self.parents[parent], self.parents[parent].value))

@@ -7,6 +7,7 @@ traversal however many rules are enabled.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -51,10 +52,10 @@ class ModuleIndex:
         self.classes: dict[str, cst.ClassDef] = {}
         self.imports: list[ImportRecord] = []
         self._by_qualname: dict[str, list[CallSite]] | None = None
-        # Private tables filled by the walk or on first use: parents by id() (CSTNode.__hash__
-        # is a Python-level call), nodes by exact class in source order, memoised nearest
-        # ancestors per class tuple, and the site of each Call.
-        self._parent_ids: dict[int, cst.CSTNode] = {}
+        # Private tables filled by the walk or on first use: nodes by exact class in source
+        # order, memoised nearest ancestors per class tuple, each node's place in source order
+        # and the site of each Call.
+        self._positions: dict[int, int] | None = None
         self._by_type: dict[type, list[cst.CSTNode]] = {}
         self._nearest: dict[tuple, tuple[dict[int, cst.CSTNode | None], dict[type, bool]]] = {}
         self._sites: dict[int, CallSite] | None = None
@@ -80,15 +81,31 @@ class ModuleIndex:
         return self._sites.get(id(node))
 
     def nodes_of(self, *types: type) -> list[cst.CSTNode]:
-        """The nodes whose class is exactly one of `types` (concrete LibCST classes such as
-        `cst.Name`, `cst.Call`), in source order. Shared: do not modify the list."""
+        """The nodes of `parents` (every node but the Module) whose class is exactly one of
+        `types` (concrete LibCST classes such as `cst.Name`, `cst.Call`), in source order.
+        Shared: do not modify the list."""
         if len(types) == 1:
             return self._by_type.get(types[0], _EMPTY)
         key = frozenset(types)
         found = self._selected.get(key)
         if found is None:
-            found = self._selected[key] = [node for node in self.parents if type(node) in key]
+            if self._positions is None:
+                found = [node for node in self.parents if type(node) in key]
+            else:  # the same list, from the buckets
+                positions = self._positions
+                found = [node for kind in key for node in self._by_type.get(kind, _EMPTY)]
+                found.sort(key=lambda node: positions[id(node)])
+            self._selected[key] = found
         return found
+
+    def positions(self) -> dict[int, int]:
+        """id(node) -> the node's place in source order: the Module 0, then the keys of
+        `parents` from 1 (built on first use). Shared: do not modify."""
+        if self._positions is None:
+            positions = dict(zip(map(id, self.parents), itertools.count(1)))
+            positions.setdefault(id(self.module), 0)
+            self._positions = positions
+        return self._positions
 
     def enclosing_scope(self, node: cst.CSTNode) -> Scope:
         # The scope of the nearest function, class or lambda around the node (they, and only
@@ -115,11 +132,11 @@ class ModuleIndex:
         return None
 
     def ancestors(self, node: cst.CSTNode):
-        parent_ids = self._parent_ids
-        current = parent_ids.get(id(node))
+        parents = self.parents
+        current = parents.get(node)
         while current is not None:
             yield current
-            current = parent_ids.get(id(current))
+            current = parents.get(current)
 
     def enclosing(self, node: cst.CSTNode, *types: type) -> cst.CSTNode | None:
         """The nearest ancestor that is an instance of one of `types` (memoised per tuple)."""
@@ -127,7 +144,7 @@ class ModuleIndex:
         if tables is None:
             tables = self._nearest[types] = ({}, {})
         memo, matches = tables
-        parent_ids = self._parent_ids
+        parents = self.parents
         key = id(node)
         found = memo.get(key, _MISSING)
         if found is not _MISSING:
@@ -137,7 +154,7 @@ class ModuleIndex:
         path = []
         current = node
         while True:
-            parent = parent_ids.get(key)
+            parent = parents.get(current)
             if parent is None:
                 found = None
                 break
@@ -244,13 +261,13 @@ class _IndexBuilder:
     def walk(self, root: cst.CSTNode) -> None:
         index = self.index
         parents = index.parents
-        parent_ids = index._parent_ids
         by_type = index._by_type
         calls = index.calls
         handlers = self._handlers
-        statement_kinds: dict[type, bool] = {}
         value_kind = _VALUE_KIND
         call_type = cst.Call
+        # Per class met in this walk: (code fields, binding handler, is a statement, its nodes).
+        kinds: dict[type, tuple] = {}
         # (node, parent, scope, statement); (call, _LEAVE, scope, statement) records the call
         # once its arguments are done (calls are listed innermost first, as they run).
         pending: list[tuple] = [(root, None, index.scope, None)]
@@ -262,25 +279,26 @@ class _IndexBuilder:
                 calls.append(CallSite(node, None, scope, statement))
                 continue
             kind = type(node)
+            info = kinds.get(kind)
+            if info is None:
+                bucket = by_type.get(kind)
+                if bucket is None:
+                    bucket = by_type[kind] = []
+                info = kinds[kind] = (_child_fields(kind), handlers.get(kind), issubclass(kind, _STATEMENT_TYPES), bucket)
+            fields, handler, is_statement, bucket = info
             if parent is not None:
+                size = len(parents)
                 parents[node] = parent
-                parent_ids[id(node)] = parent
-            bucket = by_type.get(kind)
-            if bucket is None:
-                bucket = by_type[kind] = []
-            bucket.append(node)
-            handler = handlers.get(kind)
-            inner = handler(node, scope) if handler is not None else None
-            if inner is None:
-                inner = scope
-            is_statement = statement_kinds.get(kind)
-            if is_statement is None:
-                is_statement = statement_kinds[kind] = issubclass(kind, _STATEMENT_TYPES)
-            below = node if is_statement else statement
+                if len(parents) != size:  # as in parents: a node met twice keeps its first place
+                    bucket.append(node)
+            inner = scope
+            if handler is not None:
+                inner = handler(node, scope) or scope
             if kind is call_type:
                 push((node, _LEAVE, scope, statement))
+            below = node if is_statement else statement
             children = []
-            for name in _child_fields(kind):
+            for name in fields:
                 value = getattr(node, name)
                 what = value_kind.get(type(value))
                 if what is None:

@@ -162,7 +162,6 @@ class ProjectUses:
         self.project = project
         self._grad: dict[int, GradContext] = {}
         self._memo: dict[tuple[int, str], bool] = {}
-        self._references: dict[tuple[int, str], list] = {}
 
     def grad(self, module) -> GradContext:
         found = self._grad.get(id(module))
@@ -192,13 +191,6 @@ class ProjectUses:
     def references(self, module, function: cst.FunctionDef | cst.ClassDef) -> list:
         """(module, node) for each load of the function (or class) in the project, imports left out."""
         name = function.name.value
-        key = (id(module), name)  # the answer depends on the module and the name only
-        found = self._references.get(key)
-        if found is None:
-            found = self._references[key] = self._find_references(module, name)
-        return list(found)
-
-    def _find_references(self, module, name: str) -> list:
         out = []
         for other in self.project.modules_mentioning(name):
             index = other.index
