@@ -21,16 +21,21 @@ On a shared or busy machine wall time is noisy: compare CPU time.
 Rows:
   libcst.parse_module          parse every file in one process: the floor for any LibCST tool
   torchrepro-lint cold         `check --no-cache --jobs 1`, and with the default --jobs
-  torchrepro-lint warm         re-runs with a filled --cache-dir on the unchanged tree
-  ... after touching one file  a comment line appended to one file (--touch), then a re-run
-  torchfix, flake8 --select TOR  TorchFix's CLI and its flake8 plugin, from --compare-venv
+  ... (filling the cache)      one run with an empty --cache-dir (default --jobs), then:
+  torchrepro-lint warm         re-runs with that cache on the unchanged tree
+  ... after touching 1 file    a comment line appended to one file (--touch), then a re-run;
+                               --statistics says what was parsed and re-resolved again
+  torchfix, flake8 --select TOR  TorchFix's CLI and its flake8 plugin, from --compare-venv (TorchFix
+                               parses only files containing "torch"; flake8 also runs pyflakes and
+                               pycodestyle whatever --select says, as it does for its users)
   flake8 per file              `flake8 FILE` one process per file over a sample (--plugin-sample),
                                as an editor runs it on save: --select E999 without our plugin
                                (flake8's own start-up), then --select TRP with the file outside
                                any project, and inside the project (it analyses the whole project)
 
 Tools that are not installed, and torchrepro-lint options that do not exist yet, are skipped
-with a note, never faked. --json OUT writes every number and command. Needs a POSIX os.wait4.
+with a note, never faked; --skip leaves rows out (TorchFix takes about 20 minutes of CPU on torch's
+source). --json OUT writes every number and command. Needs a POSIX os.wait4.
 """
 
 from __future__ import annotations
