@@ -189,6 +189,24 @@ def test_module_entry_point_runs(project):
     assert proc.returncode == 1 and "TRP101" in proc.stdout
 
 
+def test_entry_point_exits_hard_with_all_output_and_the_exit_code(tmp_path, capsys, monkeypatch):
+    # `run` leaves with os._exit (no heap teardown): output must still be flushed whole.
+    many = {f"script_{i:03d}.py": UNSEEDED for i in range(300)}
+    write_project(tmp_path, many)
+    monkeypatch.chdir(tmp_path)
+    expected_code, expected_out, _ = run(capsys, "check", "--no-cache")
+    proc = subprocess.run([sys.executable, "-m", "torchrepro_lint", "check", "--no-cache"], capture_output=True, text=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (expected_code, expected_out) == (1, proc.stdout)
+    assert proc.stdout.count("TRP101") == 300
+
+
+def test_entry_point_survives_a_reader_that_goes_away(project):
+    proc = subprocess.run(
+        f"{sys.executable} -m torchrepro_lint check --no-cache bad.py good.py | head -c 1", shell=True, capture_output=True, text=True, cwd=project
+    )
+    assert proc.stdout == "b" and "Traceback" not in proc.stderr
+
+
 def test_catalog_command_prints_the_configured_release(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_project(tmp_path, {}, {"torch-version": "2.9"})

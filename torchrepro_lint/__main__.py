@@ -1,5 +1,3 @@
-import sys
+from torchrepro_lint.cli import run
 
-from torchrepro_lint.cli import main
-
-sys.exit(main())
+run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -71,6 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
     catalog = commands.add_parser("catalog", help="print the nondeterministic-op catalogue behind TRP401/TRP402")
     catalog.add_argument("--torch-version", help="the torch release to show (default: configured, else installed)")
     return parser
+
+
+# A run allocates millions of long-lived tree nodes and few garbage cycles: with the default
+# thresholds, full collections walk every tree again and again (13 of 31 CPU seconds on a
+# 315-file repository). Peak memory measured the same with collection off.
+RUN_GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def run() -> None:
+    """The console entry point: `main` with rare garbage collections, then exit without
+    tearing the heap down. Freeing a large project's trees object by object at interpreter
+    exit took longer (11 s of 35 on a 315-file repository) than linting them; the output is
+    flushed and the cache written before. (Both only here, where the process is ours: tests
+    and integrations call `main` or the engine in a process they keep.)"""
+    gc.set_threshold(*RUN_GC_THRESHOLDS)
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that went away (`| head`), a closed stream
+            pass
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

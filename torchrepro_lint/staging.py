@@ -84,6 +84,7 @@ class TreeBudget:
     def __init__(self, module_rules) -> None:
         self.rules = module_rules
         self.kept = 0
+        self._kept: set = set()  # paths of the trees kept within budget
 
     def wanted(self, module: ProjectModule) -> bool:
         return module.linted and any(rule.may_fire_in(module.source.text) for rule in self.rules)
@@ -93,12 +94,15 @@ class TreeBudget:
             return
         if self.wanted(module) and self.kept + len(module.source.text) <= TREE_BUDGET:
             self.kept += len(module.source.text)
+            self._kept.add(module.path)
         else:
             module.release_tree()
 
     def after_checking(self, module: ProjectModule) -> None:
-        if module.has_tree:
-            self.kept -= len(module.source.text)
+        # A kept tree stays until the run ends: a later file's rules may look into this module
+        # (where a function is called from), and dropping it would mean parsing it again. A tree
+        # parsed again for this check is dropped, which is what bounds memory on large projects.
+        if module.has_tree and module.path not in self._kept:
             module.release_tree()
 
 

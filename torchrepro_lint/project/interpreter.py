@@ -15,7 +15,7 @@ decide. Two mechanisms keep it precise on real code:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
@@ -49,6 +49,12 @@ class PathState:
     cublas: bool = False
     spawn_method: bool = False
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
+
+    def evolve(self, **changes) -> PathState:
+        """dataclasses.replace without its per-call field checks: called ~500k times a run."""
+        new = object.__new__(PathState)
+        new.__dict__.update(self.__dict__, **changes)
+        return new
 
 
 @dataclass
@@ -213,10 +219,10 @@ class Interpreter:
         kind = effect.kind
         if kind == Kind.BENCHMARK:
             if not truth:
-                return replace(state, benchmark=None)
+                return state.evolve(benchmark=None)
             occurrence = self.occurrence(frame, effect.ref, extra_guard=guard)
             self.facts.add(kind, occurrence)
-            return replace(state, benchmark=occurrence)
+            return state.evolve(benchmark=occurrence)
         if not truth:
             return state
         occurrence = self.occurrence(frame, effect.ref, effect.detail, guard)
@@ -226,24 +232,24 @@ class Interpreter:
                 seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()
                 if not seed_names & set(state.consumed.detail):
                     self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
-            return replace(state, torch_seeded=True, consumed=None)
+            return state.evolve(torch_seeded=True, consumed=None)
         if kind in (Kind.DRAW, Kind.MODULE_INIT):
             if not state.torch_seeded and state.consumed is None and self.ordered:
-                return replace(state, consumed=occurrence)
+                return state.evolve(consumed=occurrence)
             return state
         if kind == Kind.CHECKPOINT:
             # Weights loaded over a random init: that init no longer matters.
             if state.consumed is not None and state.consumed.site in self.facts.effects.get(Kind.MODULE_INIT, {}):
-                return replace(state, consumed=None)
+                return state.evolve(consumed=None)
             return state
         if kind in (Kind.CLAIM, Kind.CUDNN_DETERMINISTIC, Kind.DET_MODE, Kind.DET_MODE_WARN):
             claim = state.claim or occurrence
             det_mode = state.det_mode or kind in (Kind.DET_MODE, Kind.DET_MODE_WARN)
-            return replace(state, claim=claim, det_mode=det_mode)
+            return state.evolve(claim=claim, det_mode=det_mode)
         if kind == Kind.ENV_SET and effect.detail[:1] == ("CUBLAS_WORKSPACE_CONFIG",):
-            return replace(state, cublas=True)
+            return state.evolve(cublas=True)
         if kind == Kind.SPAWN_METHOD:
-            return replace(state, spawn_method=True)
+            return state.evolve(spawn_method=True)
         return state
 
     # -- calls -------------------------------------------------------------------------
@@ -423,7 +429,7 @@ def _assume(state: PathState, key: str, truth: bool) -> PathState | None:
         return state
     if (key, not truth) in state.assumptions:
         return None  # this arm contradicts what the path already took
-    return replace(state, assumptions=state.assumptions | {(key, truth)})
+    return state.evolve(assumptions=state.assumptions | {(key, truth)})
 
 
 def _split(value, state: PathState):
@@ -445,5 +451,5 @@ def _bounded(states: list[PathState]) -> list[PathState]:
     unique = list(dict.fromkeys(states))
     if len(unique) > MAX_STATES:
         # Forget path assumptions before forgetting facts.
-        unique = list(dict.fromkeys(replace(s, assumptions=frozenset()) for s in unique))
+        unique = list(dict.fromkeys(s.evolve(assumptions=frozenset()) for s in unique))
     return unique
