@@ -99,6 +99,73 @@ def test_editing_one_file_parses_only_what_depends_on_it(tmp_path, capsys):
     assert third[1] == _check(capsys, root, "--no-cache")[1]
 
 
+def test_a_comment_in_a_shared_helper_parses_that_file_only(tmp_path, capsys):
+    # helpers.py is run by both programs and its functions are looked up by the op rules of
+    # the other files; a comment changes none of what they read (IR, uses, facts).
+    root = _project(tmp_path)
+    cache = str(tmp_path / "cache")
+    first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    with (root / "helpers.py").open("a") as handle:
+        handle.write("# a comment\n")
+    second = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert second[1] == first[1]
+    assert (second[2]["parsed"], second[2]["programs_resolved"], second[2]["replayed"]) == (1, 0, False)
+
+
+RESIZE = {
+    "ops.py": """
+import torch.nn.functional as F
+
+def resize(x):
+    return F.interpolate(x, scale_factor=2, mode="bicubic")
+""",
+    "evaluate.py": """
+import torch
+from ops import resize
+
+@torch.no_grad()
+def evaluate(x):
+    return resize(x)
+""",
+}
+
+
+def test_a_use_in_another_file_that_changes_meaning_is_seen_through_the_cache(tmp_path, capsys):
+    # resize's backward is nondeterministic, but it only ever runs under no_grad: no TRP402.
+    # Dropping the decorator in evaluate.py must bring the finding in ops.py back, cache or not.
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['TRP402']\n")
+    for name, code in RESIZE.items():
+        (root / name).write_text(code.lstrip("\n"))
+    cache = str(tmp_path / "cache")
+    assert _check(capsys, root, "--cache-dir", cache)[1] == []
+    with (root / "evaluate.py").open("a") as handle:
+        handle.write("# a comment\n")
+    quiet = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert quiet[1] == [] and quiet[2]["parsed"] == 1  # ops.py's result still holds
+    (root / "evaluate.py").write_text(RESIZE["evaluate.py"].replace("@torch.no_grad()\n", ""))
+    code, found, _, _ = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in found] == [("ops.py", 4, "TRP402")]
+    assert found == _check(capsys, root, "--no-cache")[1]
+
+
+def test_cached_findings_follow_the_display_path_and_the_linted_files(tmp_path, capsys, monkeypatch):
+    root = _project(tmp_path)
+    cache = str(tmp_path / "cache")
+    absolute = _check(capsys, root, "--cache-dir", cache)[1]
+    monkeypatch.chdir(root)
+    relative = main(["check", "--output-format", "json", "--cache-dir", cache, "."])
+    relative = json.loads(capsys.readouterr().out)
+    assert [f["filename"] for f in relative] == [Path(f["filename"]).relative_to(root).as_posix() for f in absolute]
+    # Only train.py linted now (as pre-commit does): nothing may be reported in the others.
+    main(["check", "--output-format", "json", "--cache-dir", cache, "train.py"])
+    subset = json.loads(capsys.readouterr().out)
+    main(["check", "--output-format", "json", "--no-cache", "train.py"])
+    assert subset == json.loads(capsys.readouterr().out)
+    assert subset and {f["filename"] for f in subset} == {"train.py"}
+
+
 def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
     root = _project(tmp_path)
     cache = tmp_path / "cache"

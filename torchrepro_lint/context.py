@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchrepro_lint.config import Config
 from torchrepro_lint.findings import Finding, Fix, Severity
-from torchrepro_lint.project.index import _READS, ProjectIndex, ProjectModule
+from torchrepro_lint.project.index import _READS, ProjectIndex, ProjectModule, note_read
 from torchrepro_lint.project.programs import Program
 from torchrepro_lint.rules.base import Rule
 
@@ -65,6 +65,7 @@ class LintContext:
 
         None when the module was only loaded to follow imports: findings belong to linted files.
         """
+        note_read("reported", module.path)  # see staging.Digests
         if not module.linted:
             return None
         if isinstance(node, int):

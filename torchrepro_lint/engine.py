@@ -8,16 +8,16 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from torchrepro_lint import notebooks
-from torchrepro_lint.cache import Cache, canonical, config_fingerprint, digest, run_key
+from torchrepro_lint.cache import Cache, config_fingerprint, digest, run_key
 from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
-from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.index import ProjectIndex, record
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
 from torchrepro_lint.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
-from torchrepro_lint.staging import LoweredStore, ModuleChecker, ProgramRunner, TreeBudget
+from torchrepro_lint.staging import Digests, LoweredStore, ModuleChecker, ProgramRunner, TreeBudget
 
 PARSE_ERROR = "TRP000"
 
@@ -122,7 +122,7 @@ def lint_sources(
     store = LoweredStore(cache) if make_index is ProjectIndex else None
     if store is not None:
         project.lowered = store
-    budget = TreeBudget(rules) if store is not None else None
+    budget = TreeBudget() if store is not None else None
     for source in loaded:
         try:
             module = project.add(source)
@@ -160,25 +160,25 @@ def _defines(rule: Rule, method: str) -> bool:
 
 
 def _program_findings(context: LintContext, rules: list[Rule], cache, configuration: str, store):
-    """The program rules' findings; cached by every program's facts and the text of every
-    module they reach (a finding's line moves with the text)."""
-    key = None
+    """The program rules' findings, cached with what they read: the programs' facts, and the
+    text of the modules where they report or quote code. An edit elsewhere, even in a module
+    the programs run, leaves them valid when the facts stay the same."""
+    digests = Digests(context.project, context.programs, store) if cache is not None else None
+    key = digest(configuration, "programs")
     if cache is not None:
-        reached = sorted({path for p in context.programs for path in p.facts.modules})
-        texts = [(str(path), store.text_digest(context.project.modules[path])) for path in reached if path in context.project.modules]
-        key = digest(configuration, canonical([(p.kind, p.anchor_ref, p.function, p.imported, p.entry, p.facts) for p in context.programs]), texts)
         found = cache.get("programs", key)
-        if found is not None:
-            return found
+        if found is not None and digests.all_match(found[0]):
+            return found[1], found[2]
     findings: list[Finding] = []
     errors: list[str] = []
-    for rule in rules:
-        try:
-            findings.extend(f for f in rule.check_programs(context) if f is not None)
-        except Exception:  # a rule bug must not hide every other finding
-            errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
-    if key is not None:
-        cache.put("programs", key, (findings, errors))
+    with record() as reads:
+        for rule in rules:
+            try:
+                findings.extend(f for f in rule.check_programs(context) if f is not None)
+            except Exception:  # a rule bug must not hide every other finding
+                errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
+    if cache is not None:
+        cache.put("programs", key, (sorted((read, digests.of(read)) for read in reads), findings, errors))
     return findings, errors
 
 

@@ -22,6 +22,7 @@ import multiprocessing
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 
+from torchrepro_lint.analysis.project_uses import summary
 from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
@@ -31,6 +32,8 @@ from torchrepro_lint.source import PARSES, SourceFile
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
 # dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text).
 TREE_BUDGET = 16_000_000
+# Trees parsed again only to summarise a module (project_uses.py) that are kept for the next ask.
+SUMMARISED_TREES = 32
 
 
 def _file_key(source: SourceFile, package: str | None) -> str:
@@ -47,6 +50,8 @@ class LoweredStore:
         self.cache = cache
         self.ir_digests: dict = {}  # resolved path -> digest of its IR
         self._text_digests: dict = {}
+        self._uses: dict = {}  # (path, name) -> summary
+        self._summarised: dict = {}  # path -> module, oldest first
 
     def get(self, source: SourceFile, package: str | None):
         key = _file_key(source, package)
@@ -62,6 +67,29 @@ class LoweredStore:
         self.ir_digests[source.path.resolve()] = ir_digest
         if self.cache is not None:
             self.cache.put("ir", _file_key(source, package), (module_ir, ir_digest))
+
+    def uses(self, module: ProjectModule, name: str, compute):
+        """A module's summary of the uses of `name` (project_uses.py): by content, so a module
+        that did not change is not parsed again for it."""
+        path = module.path
+        found = self._uses.get((path, name))
+        if found is None:
+            key = digest("uses", _file_key(module.source, module.package), name)
+            found = self.cache.get("uses", key) if self.cache is not None else None
+            if found is None:
+                found = compute()
+                if self.cache is not None:
+                    self.cache.put("uses", key, found)
+            self._uses[(path, name)] = found
+        return found
+
+    def parsed_for_summaries(self, module: ProjectModule) -> None:
+        """A module parsed only to summarise it: keep the last few trees, drop older ones."""
+        self._summarised.pop(module.path, None)
+        self._summarised[module.path] = module
+        while len(self._summarised) > SUMMARISED_TREES:
+            oldest = self._summarised.pop(next(iter(self._summarised)))
+            oldest.release_tree()
 
     def text_digest(self, module: ProjectModule) -> str:
         found = self._text_digests.get(module.path)
@@ -79,20 +107,17 @@ def parallel_available() -> bool:
 
 
 class TreeBudget:
-    """Keep a file's tree after lowering only if a per-file rule will want it, within budget."""
+    """Keep a file's tree after lowering, within budget: the per-file rules will want it, or
+    another file's rules may ask it for a summary (project_uses.py)."""
 
-    def __init__(self, module_rules) -> None:
-        self.rules = module_rules
+    def __init__(self) -> None:
         self.kept = 0
         self._kept: set = set()  # paths of the trees kept within budget
-
-    def wanted(self, module: ProjectModule) -> bool:
-        return module.linted and any(rule.may_fire_in(module.source.text) for rule in self.rules)
 
     def after_indexing(self, module: ProjectModule) -> None:
         if not module.has_tree:
             return
-        if self.wanted(module) and self.kept + len(module.source.text) <= TREE_BUDGET:
+        if self.kept + len(module.source.text) <= TREE_BUDGET:
             self.kept += len(module.source.text)
             self._kept.add(module.path)
         else:
@@ -119,6 +144,14 @@ class Digests:
             return self._programs_digest(path)
         if kind == "mentions":
             return digest(sorted(str(m.path) for m in self.project.modules.values() if path in m.source.text))
+        if kind == "reported":
+            module = self.project.modules.get(path)
+            # a finding holds its display path and lines, and only linted modules get findings
+            return None if module is None else digest(module.linted, module.source.path.as_posix(), self.store.text_digest(module))
+        if kind == "uses":
+            path, name = path
+            module = self.project.modules.get(path) or self.project.load_path(path)
+            return None if module is None else digest(canonical(summary(self.project, module, name)))
         module = self.project.modules.get(path) or self.project.load_path(path)
         if module is None:
             return None
@@ -206,7 +239,8 @@ class ModuleChecker:
         return findings
 
     def _key(self, module: ProjectModule) -> str:
-        return digest(self.configuration, "module", str(module.path), self.store.text_digest(module))
+        # (the display path: findings carry it, and it changes with the working directory)
+        return digest(self.configuration, "module", module.source.path.as_posix(), str(module.path), self.store.text_digest(module))
 
     def _cached(self, module: ProjectModule, digests):
         if self.cache is None:

@@ -22,7 +22,7 @@ condition of the entry and of the record is *known* to hold here:
   transforms, collate functions, checkpoint-loading code, Lightning evaluation steps), where the
   op's result only reaches non-differentiable uses (``> 0.5``, ``.gt_()``, ``.long()``,
   ``.item()``), in a module-level function that the project only uses from such code
-  (``ProjectUses``), and on the data input of a top-level model's ``forward``.
+  (``project_uses.ProjectUses``), and on the data input of a top-level model's ``forward``.
 
 Refinements the catalogue states in words but not as predicates: sums of ones or of integers
 (``scatter_add_`` counting degrees) and writes of one constant through duplicate indices give the
@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -51,6 +52,9 @@ from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.catalog import ApiRecord, OpEntry, Predicate, Version, load_catalog
 
 from torchrepro_lint.analysis.receivers import is_ndarray, is_tensor  # shared receiver typing
+
+if TYPE_CHECKING:
+    from torchrepro_lint.analysis.project_uses import ProjectUses
 
 
 TENSOR_METHOD = "torch.Tensor."
@@ -154,112 +158,7 @@ def ops_in(index: ModuleIndex, version: Version, path: str = "", uses: ProjectUs
     return per_index[key]
 
 
-class ProjectUses:
-    """Where a module-level function is referenced across the project, and whether all those
-    places run without gradients (`@torch.no_grad()` / `@smart_inference_mode()` callers, ...)."""
-
-    def __init__(self, project) -> None:
-        self.project = project
-        self._grad: dict[int, GradContext] = {}
-        self._memo: dict[tuple[int, str], bool] = {}
-
-    def grad(self, module) -> GradContext:
-        found = self._grad.get(id(module))
-        if found is None:
-            found = self._grad[id(module)] = GradContext(module.index, module.source.path.as_posix())
-        return found
-
-    def only_without_grad(self, module, function: cst.FunctionDef, depth: int = 0) -> bool:
-        key = (id(module), function.name.value)
-        if key in self._memo:
-            return self._memo[key]
-        self._memo[key] = False  # recursion: not by itself
-        refs = self.references(module, function)
-        result = bool(refs) and all(self._ref_without_grad(m, node, depth) for m, node in refs)
-        self._memo[key] = result
-        return result
-
-    def _ref_without_grad(self, module, node: cst.CSTNode, depth: int) -> bool:
-        grad = self.grad(module)
-        if grad.no_grad_reason(node):
-            return True
-        if depth >= 2:
-            return False
-        outer = _module_level_function(module.index, node)
-        return outer is not None and self.only_without_grad(module, outer, depth + 1)
-
-    def references(self, module, function: cst.FunctionDef | cst.ClassDef) -> list:
-        """(module, node) for each load of the function (or class) in the project, imports left out."""
-        name = function.name.value
-        out = []
-        for other in self.project.modules_mentioning(name):
-            index = other.index
-            for node in _named(index, name):
-                if type(node) is cst.Name:
-                    parent = index.parents.get(node)
-                    if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.Param, cst.AsName)):
-                        continue
-                    if isinstance(parent, cst.Attribute) and parent.attr is node:
-                        continue  # handled as the Attribute
-                    if isinstance(parent, cst.AssignTarget) or isinstance(parent, cst.Arg) and parent.keyword is node:
-                        continue
-                    ref = node
-                else:  # an Attribute `<expr>.<name>`
-                    ref = node
-                if self._is_function(other, ref, module, name):
-                    out.append((other, ref))
-        return out
-
-    def top_level_model(self, module, klass: cst.ClassDef) -> bool:
-        """The project builds this class, and never inside an nn.Module class: it is a whole model,
-        and its `forward` receives data."""
-        key = (id(module), "class:" + klass.name.value)
-        if key in self._memo:
-            return self._memo[key]
-        built = [
-            (other, ref) for other, ref in self.references(module, klass)
-            if not self._in_bases(other.index, ref) and not _test_code(self._relative(other))
-        ]  # fmt: skip
-        result = bool(built)  # never built in the project: could be anyone's block, so unknown
-        for other, ref in built:
-            owner = other.index.enclosing(ref, cst.ClassDef)
-            while owner is not None:
-                if owner is not klass and self.grad(other).is_module_class(owner):
-                    result = False
-                    break
-                owner = other.index.enclosing(owner, cst.ClassDef)
-            if not result:
-                break
-        self._memo[key] = result
-        return result
-
-    def _relative(self, module):
-        try:
-            return module.path.relative_to(self.project.root)
-        except ValueError:
-            return module.path
-
-    @staticmethod
-    def _in_bases(index: ModuleIndex, ref: cst.CSTNode) -> bool:
-        for ancestor in index.ancestors(ref):
-            if isinstance(ancestor, cst.Arg):
-                holder = index.parents.get(ancestor)
-                return isinstance(holder, cst.ClassDef) and any(b is ancestor for b in holder.bases)
-            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-                return False
-        return False
-
-    def _is_function(self, other, ref, module, name) -> bool:
-        q = other.index.resolve(ref, ref)
-        if q is None:
-            return False
-        if other is module:
-            return q == LOCAL + name
-        symbol = self.project.resolve(q, other)
-        return symbol is not None and symbol.module is module and symbol.path == name
-
-
-def _named(index: ModuleIndex, name: str) -> list[cst.CSTNode]:
+def named(index: ModuleIndex, name: str) -> list[cst.CSTNode]:
     """The Name nodes `name` and the Attribute nodes `<expr>.name` of the module, together in
     source order."""
     fl = flow(index)
@@ -269,16 +168,7 @@ def _named(index: ModuleIndex, name: str) -> list[cst.CSTNode]:
     return sorted([*names, *attributes], key=fl.pos)
 
 
-def _test_code(path) -> bool:
-    """Test files build layers on their own; that says nothing about how models use them."""
-    name = path.name
-    return (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-        or any(part in ("test", "tests") for part in path.parts[:-1])
-    )  # fmt: skip
-
-
-def _module_level_function(index: ModuleIndex, node: cst.CSTNode) -> cst.FunctionDef | None:
+def module_level_function(index: ModuleIndex, node: cst.CSTNode) -> cst.FunctionDef | None:
     function = None
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, cst.FunctionDef):
@@ -1064,11 +954,11 @@ class _Matcher:
             return False
         if self._data_inputs(call):
             return False
-        outer = _module_level_function(self.index, node)
+        outer = module_level_function(self.index, node)
         if outer is not None and self.uses is not None and self.module is not None:
-            if self.uses.only_without_grad(self.module, outer):
+            if self.uses.only_without_grad(self.module, outer.name.value):
                 return False
-            if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer):
+            if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer.name.value):
                 return False
         if call.form == "module" and call.instance_calls:
             if all(self.grad.no_grad_reason(c) for c in call.instance_calls):

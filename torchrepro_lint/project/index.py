@@ -29,13 +29,31 @@ _READS: list[set] = []
 
 @contextmanager
 def record():
-    """Collect the (kind, path) of every module part read inside the block: "ir" for a
-    module's lowered summary, "content" for its text or tree. A cached result stays valid
-    while every part it read is unchanged."""
+    """Collect the (kind, key) of every module part read inside the block: ("ir", path) for a
+    module's lowered summary, ("content", path) for its text or tree, and the reads of
+    `note_read`. A cached result stays valid while every part it read is unchanged."""
     reads: set = set()
     _READS.append(reads)
     try:
         yield reads
+    finally:
+        _READS.pop()
+
+
+def note_read(kind: str, key) -> None:
+    """Record a read of something other than a module's IR or text: ("mentions", word), or
+    ("uses", (path, name)) for a module's summary of the uses of a name."""
+    if _READS:
+        _READS[-1].add((kind, key))
+
+
+@contextmanager
+def unrecorded():
+    """Reads inside the block are not recorded: for computing a summary whose own read the
+    caller records instead."""
+    _READS.append(set())
+    try:
+        yield
     finally:
         _READS.pop()
 
@@ -80,6 +98,8 @@ class ProjectModule:
     @property
     def nodes(self) -> list[cst.CSTNode]:
         """The CST nodes the IR's refs point at (lowering is deterministic, so the same list)."""
+        if _READS:
+            _READS[-1].add(("content", self.path))
         if self._nodes is None:
             lowering = Lowering(self.index, self.helpers)
             lowering.build()
@@ -181,8 +201,7 @@ class ProjectIndex:
         """The modules whose text contains `word`: a cheap filter before reading their trees.
         Recorded as one read, so a cached result depends on which modules match, not on
         every module's text."""
-        if _READS:
-            _READS[-1].add(("mentions", word))
+        note_read("mentions", word)
         return [m for m in self.modules.values() if word in m.source.text]
 
     @property

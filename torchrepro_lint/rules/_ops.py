@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchrepro_lint.analysis.op_matching import OpMatch, ProjectUses, ops_in
+from torchrepro_lint.analysis.op_matching import OpMatch, ops_in
+from torchrepro_lint.analysis.project_uses import ProjectUses
 from torchrepro_lint.project.known_apis import Kind
 
 DET_MODE_CALL = "`torch.use_deterministic_algorithms(True)`"
