@@ -10,6 +10,7 @@ from torchrepro_lint.config import Config
 from torchrepro_lint.findings import Finding, Fix, Severity
 from torchrepro_lint.project.index import _READS, ProjectIndex, ProjectModule, note_read
 from torchrepro_lint.project.programs import Program
+from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Rule
 
 
@@ -77,20 +78,32 @@ class LintContext:
     def line_of(self, site) -> str:
         """`train.py:12` for messages that point at another place."""
         module, ref = site
-        row = module.source.span(module.nodes[ref] if ref is not None else None)[0]
+        note_read("display", module.path)
+        row = summary(module, "site", str(ref))[0] if ref is not None else 1
         return f"{module.source.path.as_posix()}:{row}"
 
 
 def describe(site, limit: int = 48) -> str:
-    """"`nn.Linear(10, 2)` at train.py:12": a short quote of the code at a site, and where."""
+    """"`nn.Linear(10, 2)` at train.py:12": a short quote of the code at a site, and where.
+
+    From the site's summary: a message quoting another module stays cached while that line
+    of code stays the same, whatever else changes there."""
     module, ref = site
-    node = module.nodes[ref] if ref is not None else None
-    where = f"{module.source.path.as_posix()}:{module.source.span(node)[0]}"
-    if node is None:
-        return where
-    if isinstance(node, cst.SimpleStatementLine):
-        node = node.body[0]
-    text = " ".join(module.source.module.code_for_node(node).split())
+    note_read("display", module.path)
+    if ref is None:
+        return f"{module.source.path.as_posix()}:1"
+    row, text = summary(module, "site", str(ref))
+    where = f"{module.source.path.as_posix()}:{row}"
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"`{text}` at {where}"
+
+
+@summary_kind("site")
+def _site(module: ProjectModule, ref: str) -> tuple[int, str]:
+    """(line, code on one line) of the node an IR ref points at."""
+    node = module.nodes[int(ref)]
+    row = module.source.span(node)[0]
+    if isinstance(node, cst.SimpleStatementLine):
+        node = node.body[0]
+    return row, " ".join(module.source.module.code_for_node(node).split())

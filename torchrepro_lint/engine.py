@@ -160,11 +160,23 @@ def _defines(rule: Rule, method: str) -> bool:
 
 
 def _program_findings(context: LintContext, rules: list[Rule], cache, configuration: str, store):
-    """The program rules' findings, cached with what they read: the programs' facts, and the
-    text of the modules where they report or quote code. An edit elsewhere, even in a module
-    the programs run, leaves them valid when the facts stay the same."""
-    digests = Digests(context.project, context.programs, store) if cache is not None else None
-    key = digest(configuration, "programs")
+    """The program rules' findings, program by program (each rule looks at one program at a
+    time), each cached with what it read: that program's facts, and the text of the modules
+    where it reports or quotes code. An edit elsewhere, even in a module the program runs,
+    leaves them valid while the facts stay the same."""
+    findings: list[Finding] = []
+    errors: list[str] = []
+    for program in context.programs:
+        found, failed = _one_program_findings(program, context, rules, cache, configuration, store)
+        findings += found
+        errors += failed
+    return findings, list(dict.fromkeys(errors))  # a rule's bug, once, not once per program
+
+
+def _one_program_findings(program, context: LintContext, rules: list[Rule], cache, configuration: str, store):
+    view = LintContext(context.project, [program], context.config)
+    digests = Digests(context.project, [program], store) if cache is not None else None
+    key = digest(configuration, "program findings", str(program.entry.path), program.kind, program.function)
     if cache is not None:
         found = cache.get("programs", key)
         if found is not None and digests.all_match(found[0]):
@@ -174,7 +186,7 @@ def _program_findings(context: LintContext, rules: list[Rule], cache, configurat
     with record() as reads:
         for rule in rules:
             try:
-                findings.extend(f for f in rule.check_programs(context) if f is not None)
+                findings.extend(f for f in rule.check_programs(view) if f is not None)
             except Exception:  # a rule bug must not hide every other finding
                 errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
     if cache is not None:

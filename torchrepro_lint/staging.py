@@ -22,18 +22,19 @@ import multiprocessing
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 
-from torchrepro_lint.analysis.project_uses import summary
 from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project import summaries
 from torchrepro_lint.project.programs import find_programs, interpret
 from torchrepro_lint.source import PARSES, SourceFile
 
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
 # dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text).
 TREE_BUDGET = 16_000_000
-# Trees parsed again only to summarise a module (project_uses.py) that are kept for the next ask.
+# Trees parsed again only to summarise a module (project/summaries.py), kept for the next ask.
 SUMMARISED_TREES = 32
+_MISSING = object()
 
 
 def _file_key(source: SourceFile, package: str | None) -> str:
@@ -50,7 +51,7 @@ class LoweredStore:
         self.cache = cache
         self.ir_digests: dict = {}  # resolved path -> digest of its IR
         self._text_digests: dict = {}
-        self._uses: dict = {}  # (path, name) -> summary
+        self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
 
     def get(self, source: SourceFile, package: str | None):
@@ -68,19 +69,21 @@ class LoweredStore:
         if self.cache is not None:
             self.cache.put("ir", _file_key(source, package), (module_ir, ir_digest))
 
-    def uses(self, module: ProjectModule, name: str, compute):
-        """A module's summary of the uses of `name` (project_uses.py): by content, so a module
-        that did not change is not parsed again for it."""
-        path = module.path
-        found = self._uses.get((path, name))
-        if found is None:
-            key = digest("uses", _file_key(module.source, module.package), name)
-            found = self.cache.get("uses", key) if self.cache is not None else None
-            if found is None:
+    def summary(self, module: ProjectModule, kind: str, argument: str, compute):
+        """A module's summary (project/summaries.py), by content: a module that did not change
+        is not parsed again for it."""
+        memo_key = (module.path, kind, argument)
+        found = self._summaries.get(memo_key, _MISSING)
+        if found is _MISSING:
+            key = digest("summary", _file_key(module.source, module.package), kind, argument)
+            cached = self.cache.get("summary", key) if self.cache is not None else None
+            if cached is not None:
+                found = cached[0]
+            else:
                 found = compute()
                 if self.cache is not None:
-                    self.cache.put("uses", key, found)
-            self._uses[(path, name)] = found
+                    self.cache.put("summary", key, (found,))  # boxed: a summary may be None
+            self._summaries[memo_key] = found
         return found
 
     def parsed_for_summaries(self, module: ProjectModule) -> None:
@@ -108,7 +111,7 @@ def parallel_available() -> bool:
 
 class TreeBudget:
     """Keep a file's tree after lowering, within budget: the per-file rules will want it, or
-    another file's rules may ask it for a summary (project_uses.py)."""
+    another file's rules may ask it for a summary (project/summaries.py)."""
 
     def __init__(self) -> None:
         self.kept = 0
@@ -148,10 +151,15 @@ class Digests:
             module = self.project.modules.get(path)
             # a finding holds its display path and lines, and only linted modules get findings
             return None if module is None else digest(module.linted, module.source.path.as_posix(), self.store.text_digest(module))
-        if kind == "uses":
-            path, name = path
+        if kind == "display":  # a message naming another module's file
+            module = self.project.modules.get(path)
+            return None if module is None else digest(module.source.path.as_posix())
+        if kind == "summary":
+            path, summary_kind, argument = path
             module = self.project.modules.get(path) or self.project.load_path(path)
-            return None if module is None else digest(canonical(summary(self.project, module, name)))
+            return None if module is None else digest(canonical(summaries.current(module, summary_kind, argument)))
+        if kind not in ("ir", "content"):
+            return None  # a read of an older format: never matches
         module = self.project.modules.get(path) or self.project.load_path(path)
         if module is None:
             return None

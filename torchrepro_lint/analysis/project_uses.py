@@ -18,7 +18,7 @@ import libcst as cst
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.op_matching import GradContext, module_level_function, named
-from torchrepro_lint.project.index import note_read, unrecorded
+from torchrepro_lint.project.summaries import summary, summary_kind
 
 # Name loads that are not uses: definitions, imports, parameters, assignment targets, keywords.
 _NOT_USES = (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, cst.Param, cst.AsName, cst.AssignTarget)
@@ -89,23 +89,9 @@ def _in_bases(index: ModuleIndex, ref: cst.CSTNode) -> bool:
     return False
 
 
-def summary(project, module, name: str) -> tuple[Use, ...]:
-    """`uses_in` for a project module: from the run's store by content when it has one. Reading
-    the tree here is not recorded: a result records the summary it read (see ProjectUses)."""
-    store = project.lowered
-    if store is None:  # an integration's index keeps its trees its own way
-        with unrecorded():
-            return uses_in(module.index, module.source.path.as_posix(), name)
-
-    def compute() -> tuple[Use, ...]:
-        had_tree = module.has_tree
-        with unrecorded():
-            found = uses_in(module.index, module.source.path.as_posix(), name)
-        if not had_tree:
-            store.parsed_for_summaries(module)  # kept a while: other names are often asked next
-        return found
-
-    return store.uses(module, name, compute)
+@summary_kind("uses")
+def _uses_of(module, name: str) -> tuple[Use, ...]:
+    return uses_in(module.index, module.source.path.as_posix(), name)
 
 
 class ProjectUses:
@@ -114,25 +100,15 @@ class ProjectUses:
     def __init__(self, project) -> None:
         self.project = project
         self._memo: dict[tuple, bool] = {}
-        self._summaries: dict[tuple, tuple[Use, ...]] = {}  # for a project without a store
 
     def references(self, module, name: str) -> list[tuple]:
         """(module, Use) for each use of `module`'s module-level function or class `name`."""
         out = []
         for other in self.project.modules_mentioning(name):
-            note_read("uses", (other.path, name))
-            for use in self._summary(other, name):
+            for use in summary(other, "uses", name):
                 if self._is_definition(other, use.qualname, module, name):
                     out.append((other, use))
         return out
-
-    def _summary(self, other, name: str) -> tuple[Use, ...]:
-        if self.project.lowered is not None:
-            return summary(self.project, other, name)
-        key = (other.path, name)
-        if key not in self._summaries:
-            self._summaries[key] = summary(self.project, other, name)
-        return self._summaries[key]
 
     def only_without_grad(self, module, name: str, depth: int = 0) -> bool:
         """Every use of function `name` runs without gradients, directly or through callers

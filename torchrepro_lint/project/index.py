@@ -74,6 +74,7 @@ class ProjectModule:
     helpers: dict = field(default_factory=dict, repr=False)
     _index: ModuleIndex | None = field(default=None, repr=False)
     _nodes: list | None = field(default=None, repr=False)
+    store: object | None = field(default=None, repr=False)  # the project's `lowered` (summaries.py)
 
     def __repr__(self) -> str:
         return f"<module {self.path}>"
@@ -184,12 +185,14 @@ class ProjectIndex:
         name, package, search_root = module_identity(path)
         found = self.lowered.get(source, package) if self.lowered is not None else None
         if found is not None:
-            module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers)
+            module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers, store=self.lowered)
         else:
             index = ModuleIndex(source, package)
             lowering = Lowering(index, self.helpers)
             module_ir = lowering.build()
-            module = ProjectModule(path, name, package, search_root, source, module_ir, linted, self.helpers, index, lowering.nodes)
+            module = ProjectModule(
+                path, name, package, search_root, source, module_ir, linted, self.helpers, index, lowering.nodes, self.lowered
+            )
             if self.lowered is not None:
                 self.lowered.put(source, package, module_ir)
         self.modules[path] = module

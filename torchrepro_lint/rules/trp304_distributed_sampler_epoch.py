@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.dataflow import arg, bool_value, derives_from, flow, programs_for, subtree
+from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Example, Rule
 
 SAMPLER = "torch.utils.data.DistributedSampler"
@@ -167,9 +168,10 @@ def one_pass(dataset, model):
             scope = self._program_modules(context, module, call)
             if any(self._managed(m) for m in scope):
                 continue
-            if any(self._calls_set_epoch(m) for m in scope):
+            # Other modules are asked through summaries: a comment there must not re-check this file.
+            if any(summary(m, "calls set_epoch") for m in scope):
                 continue
-            if not any(self._has_epoch_loop(m) for m in scope):
+            if not any(summary(m, "epoch loop") for m in scope):
                 continue
             yield context.report(
                 self, module, call,
@@ -201,27 +203,29 @@ def one_pass(dataset, model):
         return [m for m in context.project.modules.values() if m.path in ids] or [module]
 
     @staticmethod
-    def _calls_set_epoch(module) -> bool:
-        return any(
-            isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "set_epoch"
-            for site in module.index.calls
-        )
-
-    @staticmethod
     def _managed(module) -> bool:
         # From the IR (every import, any depth): no need to parse each module of the program.
         return any(name.split(".")[0] in MANAGED_ROOTS for name, _ in module.ir.imported_modules)
 
-    @staticmethod
-    def _has_epoch_loop(module) -> bool:
-        code = module.source.module.code_for_node
-        for node in module.index.parents:
-            if isinstance(node, cst.For):
-                text = code(node.target) + " " + code(node.iter)
-            elif isinstance(node, cst.While):
-                text = code(node.test)
-            else:
-                continue
-            if "epoch" in text.lower():
-                return True
-        return False
+
+@summary_kind("calls set_epoch")
+def _calls_set_epoch(module, _argument: str = "") -> bool:
+    return any(
+        isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "set_epoch"
+        for site in module.index.calls
+    )
+
+
+@summary_kind("epoch loop")
+def _has_epoch_loop(module, _argument: str = "") -> bool:
+    code = module.source.module.code_for_node
+    for node in module.index.parents:
+        if isinstance(node, cst.For):
+            text = code(node.target) + " " + code(node.iter)
+        elif isinstance(node, cst.While):
+            text = code(node.test)
+        else:
+            continue
+        if "epoch" in text.lower():
+            return True
+    return False
