@@ -166,6 +166,43 @@ def test_cached_findings_follow_the_display_path_and_the_linted_files(tmp_path, 
     assert subset and {f["filename"] for f in subset} == {"train.py"}
 
 
+QUOTING = {
+    "train.py": """
+import torch
+from devices import pick
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    print(pick())
+""",
+    "devices.py": """
+import torch
+
+def pick():
+    return torch.cuda.set_device(0)
+""",
+}
+
+
+def test_a_message_quoting_another_file_follows_its_line(tmp_path, capsys):
+    # TRP205 in train.py quotes `torch.cuda.set_device(0)` at devices.py:4.
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['TRP205']\n")
+    for name, code in QUOTING.items():
+        (root / name).write_text(code.lstrip("\n"))
+    cache = str(tmp_path / "cache")
+    first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
+    assert [f["code"] for f in first] == ["TRP205"] and "devices.py:4" in first[0]["message"]
+    with (root / "devices.py").open("a") as handle:
+        handle.write("# a comment\n")
+    second = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert second[1] == first and second[2]["parsed"] == 1
+    (root / "devices.py").write_text("# moved down a line\n" + QUOTING["devices.py"].lstrip("\n"))
+    third = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
+    assert "devices.py:5" in third[0]["message"] and third == _check(capsys, root, "--no-cache")[1]
+
+
 def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
     root = _project(tmp_path)
     cache = tmp_path / "cache"
