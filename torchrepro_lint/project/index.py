@@ -174,6 +174,8 @@ class ProjectIndex:
     # Resolution is asked hundreds of thousands of times on a large project: remember answers.
     _named: dict[tuple[str, Path], ProjectModule | None] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
+    # module id -> what importing it brings in when its top level is inert (interpreter.py)
+    inert_imports: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
@@ -197,6 +199,7 @@ class ProjectIndex:
                 self.lowered.put(source, package, module_ir)
         self.modules[path] = module
         self._named.clear()  # a new module can answer a name that was missing before
+        self.inert_imports.clear()
         self._resolved.clear()
         return module
 

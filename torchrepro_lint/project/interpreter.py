@@ -340,12 +340,18 @@ class Interpreter:
         return not isinstance(statement, (ir.Assign, ir.Return))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
-        parts = statement.module.split(".")
-        names = [".".join(parts[: i + 1]) for i in range(len(parts))]
-        names += [f"{statement.module}.{n}" for n in statement.names]
-        for name in names:
+        for name in _imported_names(statement):
             module = self.project.module_named(name, frame.module)
             if module is None or id(module) in self.imported:
+                continue
+            inert = inert_import(self.project, module, self.effectful) if len(self.stack) < MAX_DEPTH else None
+            if inert is not None:  # nothing to walk: only what it brings in and the helpers it calls
+                for brought in inert.modules:
+                    brought.ir  # recorded as read: the cached program depends on it staying inert
+                    if id(brought) not in self.imported:
+                        self.imported.add(id(brought))
+                        self.facts.modules.add(brought.path)
+                self.facts.functions |= inert.functions
                 continue
             self.imported.add(id(module))
             # The `__main__` block of an imported module is not part of its importer's program.
@@ -408,6 +414,113 @@ class Interpreter:
                 return ir.Const(not deciding)
             return rest[0] if len(rest) == 1 else ir.Opaque(value.text)
         return value
+
+
+def inert_import(project: ProjectIndex, module: ProjectModule, effectful) -> Inert | None:
+    """What importing `module` brings in, when running its top level (and that of every module
+    it imports) does nothing the interpreter tracks: definitions, assignments, calls of helpers
+    that do nothing tracked, branches between such. None when there is something to walk.
+    Most of a library is inert: without this, each program walked every module it imports
+    again (torch's 160 programs: 2M module imports walked). `effectful(symbol)` is the
+    interpreter's test for functions."""
+    return _inert(project, module, project.inert_imports, effectful)
+
+
+@dataclass(frozen=True)
+class Inert:
+    modules: tuple  # every module the import brings in, itself included
+    functions: frozenset  # (module path, function path) of the helpers its top levels call
+
+
+def _inert(project, root, memo, effectful) -> Inert | None:
+    if id(root) in memo:
+        return memo[id(root)]
+    modules: dict = {}
+    functions: set = set()
+    stack = [root]
+    while stack:
+        module = stack.pop()
+        if id(module) in modules:
+            continue
+        known = memo.get(id(module), _UNKNOWN)
+        if known is None:
+            memo[id(root)] = None
+            return None
+        if known is not _UNKNOWN:  # an inert module met before: its whole closure
+            modules.update((id(m), m) for m in known.modules)
+            functions |= known.functions
+            continue
+        modules[id(module)] = module
+        imports = _inert_top(project, module, module.ir.top, _instances(module.ir.top), functions, effectful)
+        if imports is None:
+            memo[id(module)] = memo[id(root)] = None
+            return None
+        for name in imports:
+            imported = project.module_named(name, module)
+            if imported is not None and id(imported) not in modules:
+                stack.append(imported)
+    memo[id(root)] = Inert(tuple(modules.values()), frozenset(functions))
+    return memo[id(root)]
+
+
+def _inert_top(project, module, statements, instances, functions: set, effectful) -> list[str] | None:
+    """The names a module's inert top level imports (adding the helpers it calls to
+    `functions`), or None if it does anything tracked."""
+    imports: list[str] = []
+    for statement in statements:
+        if isinstance(statement, ir.Assign):
+            continue
+        if isinstance(statement, ir.ImportModule):
+            imports += _imported_names(statement)
+        elif isinstance(statement, ir.Branch):
+            for arm in (statement.then, statement.orelse):
+                inner = _inert_top(project, module, arm, instances, functions, effectful)
+                if inner is None:
+                    return None
+                imports += inner
+        elif isinstance(statement, ir.Call):
+            if not _inert_call(project, module, statement, instances, functions, effectful):
+                return None
+        else:
+            return None
+    return imports
+
+
+def _inert_call(project, module, call: ir.Call, instances, functions: set, effectful) -> bool:
+    """A top-level call that does nothing tracked (Interpreter.call would only note the helper)."""
+    if call.target is None:
+        return call.receiver not in instances  # a method of a module-level object: walk it
+    symbol = project.resolve(call.target, module)
+    if symbol is not None and symbol.klass is not None:
+        symbol = project.method(symbol, "__init__")
+    elif symbol is not None and symbol.function is None:
+        symbol = None
+    if symbol is None:
+        return True  # nothing of the project's runs
+    if effectful(symbol):
+        return False
+    functions.add((symbol.module.path, symbol.path))
+    return True
+
+
+def _instances(statements) -> set[str]:
+    """Names a module's top level binds to instances of project classes."""
+    out: set[str] = set()
+    for statement in statements:
+        if isinstance(statement, ir.Assign) and isinstance(statement.value, ir.Instance):
+            out.add(statement.name)
+        elif isinstance(statement, ir.Branch):
+            out |= _instances(statement.then) | _instances(statement.orelse)
+    return out
+
+
+_UNKNOWN = object()
+
+
+def _imported_names(statement: ir.ImportModule) -> list[str]:
+    parts = statement.module.split(".")
+    names = [".".join(parts[: i + 1]) for i in range(len(parts))]
+    return names + [f"{statement.module}.{n}" for n in statement.names]
 
 
 def _condition_key(value) -> tuple[str, bool]:

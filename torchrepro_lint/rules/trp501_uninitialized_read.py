@@ -5,6 +5,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow import arg, flow, int_value, self_attribute, subtree
 from torchrepro_lint.analysis.receivers import is_tensor
 from torchrepro_lint.fixes.edits import make_fix, replace
+from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Example, Rule, last_names
 
 ALLOCATORS = {
@@ -473,22 +474,54 @@ class _Tracker:
     def _initialized_elsewhere(self, attr: str) -> bool:
         """Anywhere in the project: `<x>.<attr>` written, initialized or handed to a function
         (an `apply(init_fn)` function, a `glorot(m.weight)` helper), or parameters initialized
-        in a loop over `.parameters()`."""
-        for other in self.context.project.modules.values():
-            index = other.index
-            data = flow(index)
-            tracker = self if other is self.module else _Tracker(index, data, self.context, other)
-            for node in data.attribute_names.get(attr, ()):
-                if self_attribute(node) is not None and data.enclosing_class(node) is not None and other is self.module:
-                    continue  # the class's own uses were judged above
-                if data._is_store(node):
-                    return True
-                fate, _ = tracker.fate(node)
-                if fate in (INIT, STOP):
-                    return True
-            if _parameter_loop_init(index, data):
+        in a loop over `.parameters()`. Other modules answer through summaries, and only those
+        whose text could: a project-wide scan must not parse the project."""
+        if self.context is None:
+            return True  # inside another module's summary, which must not depend on the project: assume so
+        project = self.context.project
+        if self._initializes(attr) or _parameter_loop_init(self.index, self.data):
+            return True
+        for other in project.modules_mentioning(attr):
+            if other is not self.module and summary(other, "initializes attribute", attr):
+                return True
+        return any(
+            other is not self.module and summary(other, "initializes parameters in a loop")
+            for other in project.modules_mentioning("parameters")
+        )
+
+    def _initializes(self, attr: str) -> bool:
+        """This module writes or initializes `<x>.<attr>` outside the class's own uses."""
+        data = self.data
+        for node in data.attribute_names.get(attr, ()):
+            if self_attribute(node) is not None and data.enclosing_class(node) is not None:
+                continue  # the class's own uses were judged above
+            if data._is_store(node):
+                return True
+            fate, _ = self.fate(node)
+            if fate in (INIT, STOP):
                 return True
         return False
+
+
+@summary_kind("initializes attribute")
+def _initializes_attribute(module, attr: str) -> bool:
+    """Another module writes or initializes `<x>.<attr>` (TRP501's project-wide question)."""
+    index = module.index
+    data = flow(index)
+    tracker = _Tracker(index, data, None, module)
+    for node in data.attribute_names.get(attr, ()):
+        if data._is_store(node):
+            return True
+        fate, _ = tracker.fate(node)
+        if fate in (INIT, STOP):
+            return True
+    return False
+
+
+@summary_kind("initializes parameters in a loop")
+def _initializes_parameters(module, _argument: str = "") -> bool:
+    index = module.index
+    return _parameter_loop_init(index, flow(index))
 
 
 def _targets(statement) -> list[cst.CSTNode]:
