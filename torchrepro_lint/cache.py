@@ -29,7 +29,7 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 1
+FORMAT = 2  # 2: `__main__` guards lowered in place (ir.IsMain)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

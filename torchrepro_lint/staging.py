@@ -214,11 +214,11 @@ class ProgramRunner:
         self.stats.programs = len(programs)
         return programs
 
-    def run(self, project, module, with_guard, function=None):
+    def run(self, project, module, as_main, function=None):
         if self.cache is None:
             self.stats.programs_resolved += 1
-            return interpret(project, module, with_guard, function)
-        key = digest(self.configuration, "program", str(module.path), with_guard, function)
+            return interpret(project, module, as_main, function)
+        key = digest(self.configuration, "program", str(module.path), as_main, function)
         digests = Digests(project, [], self.store)
         found = self.cache.get("program", key)
         if found is not None:
@@ -229,7 +229,7 @@ class ProgramRunner:
                 except Exception:
                     pass
         with record() as reads:
-            facts = interpret(project, module, with_guard, function)
+            facts = interpret(project, module, as_main, function)
         self.stats.programs_resolved += 1
         self.cache.put("program", key, (sorted((read, digests.of(read)) for read in reads), dumps_with_modules(facts)))
         return facts

@@ -354,3 +354,111 @@ def test_configured_deterministic_function_enables_deterministic_mode(lint):
     assert reported(lint({"main.py": source}, {"select": ["TRP202"]}), lint.root) == {("main.py", 5, "TRP202")}
     configured = lint({"main.py": source}, {"select": ["TRP202"], "deterministic-functions": ["labtools.repro.strict_mode"]})
     assert reported(configured, lint.root) == set()
+
+
+# -- `__main__` guards, spawned processes and deep nesting -------------------------------------
+# Under spawn a child imports the main module as `__mp_main__`: its guards do not run there, so
+# a guard that spawns cannot start the same workers again.
+def test_second_guard_that_spawns_runs_in_the_parent_only(lint):
+    source = """import torch
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+
+
+def worker(rank):
+    nn.Linear(2, 2)
+
+
+if __name__ == "__main__":
+    mp.spawn(worker, nprocs=2)
+"""
+    # The parent seeds in its first guard; the worker builds a layer unseeded.
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP107"]}), lint.root) == {("train.py", 14, "TRP107")}
+
+
+def test_guards_run_where_they_stand(lint):
+    source = """import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+
+LAYERS = 2
+
+if __name__ == "__main__":
+    nn.Linear(LAYERS, 2)
+"""
+    # The layer is built after the seed, in file order.
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP105"]}), lint.root) == set()
+
+
+def test_else_arm_of_the_guard_runs_only_on_import(lint):
+    source = """import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    nn.Linear(2, 2)
+else:
+    noise = torch.rand(2)
+"""
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP105"]}), lint.root) == set()
+
+
+def test_a_worker_that_spawns_itself_is_walked_once(lint):
+    source = """import torch
+import torch.multiprocessing as mp
+
+def worker(rank):
+    torch.manual_seed(rank)
+    torch.rand(2)
+    mp.spawn(worker, nprocs=2)
+
+if __name__ == "__main__":
+    mp.spawn(worker, nprocs=2)
+"""
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP107"]}), lint.root) == set()
+
+
+def test_workers_that_spawn_each_other_terminate(lint):
+    source = """import torch
+import torch.multiprocessing as mp
+
+def ping(rank):
+    torch.manual_seed(rank)
+    mp.spawn(pong, nprocs=1)
+
+def pong(rank):
+    torch.manual_seed(rank)
+    mp.spawn(ping, nprocs=1)
+
+if __name__ == "__main__":
+    mp.spawn(ping, nprocs=1)
+"""
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP107"]}), lint.root) == set()
+
+
+def test_unguarded_spawn_at_module_level_terminates(lint):
+    # The child re-imports the module and reaches the same spawn (Python itself refuses it).
+    source = "import torch\nimport torch.multiprocessing as mp\n\ndef worker(rank):\n    torch.rand(2)\n\nmp.spawn(worker, nprocs=2)\n"
+    assert reported(lint({"run.py": source}, {"select": ["TRP107"]}), lint.root) == set()
+
+
+def test_a_long_chain_of_pure_helpers_is_not_walked_too_deep(lint):
+    helpers = "".join(f"def step{i}(x):\n    return step{i + 1}(x)\n\n" for i in range(400))
+    source = (
+        "import torch\nimport torch.nn as nn\n\n" + helpers + "def step400(x):\n    return x\n\n"
+        "if __name__ == '__main__':\n    torch.manual_seed(0)\n    step0(1)\n    nn.Linear(2, 2)\n"
+    )
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP105"]}), lint.root) == set()
+
+
+def test_a_very_deep_chain_of_imports_is_truncated_not_a_crash(lint):
+    files = {f"m{i}.py": f"import m{i + 1}\n" for i in range(400)}
+    files["m400.py"] = "import torch\ntorch.manual_seed(0)\n"
+    files["train.py"] = "import torch\nimport m0\n\nif __name__ == '__main__':\n    torch.rand(2)\n"
+    # The seed lies past the import bound: the run is truncated, and TRP101 does not guess.
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()

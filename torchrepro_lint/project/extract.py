@@ -53,10 +53,13 @@ SEED_CALLS = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cu
 
 
 def is_main_guard(node: cst.CSTNode) -> bool:
-    """`if __name__ == "__main__":` in either operand order."""
-    if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):
+    return isinstance(node, cst.If) and is_main_test(node.test)
+
+
+def is_main_test(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` in either operand order."""
+    if not isinstance(test, cst.Comparison):
         return False
-    test = node.test
     if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
         return False
     sides = {_literal_text(test.left), _literal_text(test.comparisons[0].comparator)}
@@ -89,10 +92,7 @@ class Lowering:
         work = False
         for statement in body:
             if is_main_guard(statement) and guard is None:
-                guard = (self.ref(statement), self.block(statement.body.body))
-                if statement.orelse is not None:
-                    top.extend(self.orelse(statement.orelse))
-                continue
+                guard = self.ref(statement)  # the program's anchor; every guard runs in place
             top.extend(self.statement(statement))
             work = work or self._is_work(statement)
         functions = {path: self.function(path, node) for path, node in self.index.functions.items()}
@@ -473,6 +473,8 @@ class Lowering:
         literal = _literal(expr, _MISSING)
         if literal is not _MISSING:
             return ir.Const(literal)
+        if is_main_test(expr):
+            return ir.IS_MAIN
         if isinstance(expr, cst.Name):
             return ir.Var(expr.value)
         if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):

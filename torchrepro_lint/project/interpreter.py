@@ -21,7 +21,8 @@ from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.known_apis import Kind
 
-MAX_DEPTH = 40
+MAX_DEPTH = 40  # open calls (and spawns) along one path
+MAX_IMPORT_DEPTH = 100  # imports running inside imports: each holds a few Python frames
 MAX_STEPS = 200_000
 MAX_STATES = 64
 
@@ -102,6 +103,11 @@ class Interpreter:
     def __init__(self, project: ProjectIndex, entry: ProjectModule) -> None:
         self.project = project
         self.entry = entry
+        self.as_main = False  # whether `entry` runs as `__main__` (its guards run)
+        # Carried into spawned processes, whose walk nests inside this one's:
+        self.spawned: frozenset = frozenset()  # spawn targets of the processes that started this one
+        self.depth = 0  # calls and spawns open in those processes
+        self.importing = 0  # imports running inside one another
         self.facts = Facts()
         self.steps = 0
         self.stack: list[tuple[int, str]] = []
@@ -112,14 +118,14 @@ class Interpreter:
         self._effectful: dict[tuple[int, str], bool] = {}
 
     # -- entry points ------------------------------------------------------------------
-    def run_module(self, *, with_guard: bool, function: str | None = None) -> Facts:
+    def run_module(self, *, as_main: bool, function: str | None = None) -> Facts:
+        """`as_main`: the entry runs as a script; False where a console script imports it to call `function`."""
         frame = Frame(self.entry)
+        self.as_main = as_main
         self.imported.add(id(self.entry))
         self.facts.modules.add(self.entry.path)
-        states, _ = self.block(self.entry.ir.top, [PathState()], frame)
-        if with_guard and self.entry.ir.main_guard is not None:
-            states, returned = self.block(self.entry.ir.main_guard[1], states, frame)
-            states += returned
+        states, returned = self.block(self.entry.ir.top, [PathState()], frame)
+        states += returned
         if function is not None:
             symbol = self.project.resolve("@." + function, self.entry)
             if symbol is not None and symbol.function is not None:
@@ -292,7 +298,7 @@ class Interpreter:
     def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False):
         function = symbol.function
         key = (id(symbol.module), symbol.path)
-        if function is None or key in self.stack or len(self.stack) >= MAX_DEPTH:
+        if function is None or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
             return states
         self.facts.functions.add((symbol.module.path, symbol.path))
         if not self.effectful(symbol):
@@ -316,17 +322,20 @@ class Interpreter:
             self.stack.pop()
         return _bounded(normal + returned)
 
-    def effectful(self, symbol: Symbol) -> bool:
+    def effectful(self, symbol: Symbol, depth: int = 0) -> bool:
         """Whether a function can do anything we track; pure helpers are not walked again."""
         key = (id(symbol.module), symbol.path)
-        if key not in self._effectful:
-            self._effectful[key] = True  # optimistic while recursing
-            self._effectful[key] = any(self._stmt_effectful(s, symbol.module) for s in symbol.function.body)
+        if key in self._effectful:
+            return self._effectful[key]
+        if depth >= MAX_DEPTH:
+            return True  # a call chain too long to look down: walk it (invoke has the same bound)
+        self._effectful[key] = True  # optimistic while recursing
+        self._effectful[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.function.body)
         return self._effectful[key]
 
-    def _stmt_effectful(self, statement, module: ProjectModule) -> bool:
+    def _stmt_effectful(self, statement, module: ProjectModule, depth: int) -> bool:
         if isinstance(statement, ir.Branch):
-            return any(self._stmt_effectful(s, module) for s in (*statement.then, *statement.orelse))
+            return any(self._stmt_effectful(s, module, depth) for s in (*statement.then, *statement.orelse))
         if isinstance(statement, ir.Call):
             if statement.target is None:
                 return True
@@ -335,8 +344,8 @@ class Interpreter:
                 return False
             if target.klass is not None:
                 init = self.project.method(target, "__init__")
-                return init is not None and self.effectful(init)
-            return target.function is not None and self.effectful(target)
+                return init is not None and self.effectful(init, depth)
+            return target.function is not None and self.effectful(target, depth)
         return not isinstance(statement, (ir.Assign, ir.Return))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
@@ -353,11 +362,17 @@ class Interpreter:
                         self.facts.modules.add(brought.path)
                 self.facts.functions |= inert.functions
                 continue
-            self.imported.add(id(module))
-            # The `__main__` block of an imported module is not part of its importer's program.
+            if self.importing >= MAX_IMPORT_DEPTH:
+                self.facts.truncated = True  # its effects are missing: rules that need them all stay quiet
+                continue
+            self.imported.add(id(module))  # its `__main__` guards do not run: IS_MAIN holds only in the entry
             self.facts.modules.add(module.path)
             anchor = frame.anchor or (frame.module, statement.ref)
-            states, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            self.importing += 1
+            try:
+                states, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            finally:
+                self.importing -= 1
             states += returned
         return states
 
@@ -367,14 +382,18 @@ class Interpreter:
         symbol = self.project.resolve(statement.target, frame.module)
         if symbol is None or symbol.function is None:
             return
+        key = (id(symbol.module), symbol.path)
+        if key in self.spawned:
+            return  # this process (or one that started it) already runs `target`: a child would repeat it
+        if self.depth + len(self.stack) >= MAX_DEPTH:
+            return
         occurrence = self.occurrence(frame, statement.ref)
         parent_set_up = any(s.torch_seeded or s.claim is not None for s in states)
-        # A spawned process starts from a fresh interpreter: fresh RNG state, default flags.
-        child = Interpreter(self.project, symbol.module)
-        child.steps = self.steps
+        child = self.child(symbol.module, key)
         child_frame = Frame(symbol.module, anchor=frame.anchor or occurrence.site)
         child.imported.add(id(symbol.module))
-        # The child re-imports the target's module (its `__main__` block excluded), then calls it.
+        # The child re-imports the target's module, not as `__main__` (as_main stays False: its
+        # guards do not run), then calls the target.
         start, _ = child.block(symbol.module.ir.top, [PathState()], child_frame)
         final = child.invoke(symbol, (), (), start, child_frame, ref=None)
         child.facts.final_states.extend(final)
@@ -383,8 +402,20 @@ class Interpreter:
         self.facts.spawns.append((occurrence, parent_set_up, child.facts))
         self.facts.merge(child.facts)
 
+    def child(self, module: ProjectModule, key) -> Interpreter:
+        """A spawned process starts from a fresh interpreter: fresh RNG state, default flags. Its
+        walk nests inside ours, so the bounds on steps and nesting carry over."""
+        child = Interpreter(self.project, module)
+        child.steps = self.steps
+        child.spawned = self.spawned | {key}
+        child.depth = self.depth + len(self.stack) + 1
+        child.importing = self.importing
+        return child
+
     # -- values ------------------------------------------------------------------------
     def evaluate(self, value: ir.Value, frame: Frame):
+        if isinstance(value, ir.IsMain):
+            return ir.Const(self.as_main and frame.module is self.entry)
         if isinstance(value, ir.Var):
             bound = frame.env.get(value.name)
             if bound is None:
@@ -473,7 +504,7 @@ def _inert_top(project, module, statements, instances, functions: set, effectful
         if isinstance(statement, ir.ImportModule):
             imports += _imported_names(statement)
         elif isinstance(statement, ir.Branch):
-            for arm in (statement.then, statement.orelse):
+            for arm in _arms_when_imported(statement):
                 inner = _inert_top(project, module, arm, instances, functions, effectful)
                 if inner is None:
                     return None
@@ -501,6 +532,15 @@ def _inert_call(project, module, call: ir.Call, instances, functions: set, effec
         return False
     functions.add((symbol.module.path, symbol.path))
     return True
+
+
+def _arms_when_imported(branch: ir.Branch) -> tuple:
+    """The arms an imported module may take: a `__main__` guard's body never runs there."""
+    if isinstance(branch.cond, ir.IsMain):
+        return (branch.orelse,)
+    if isinstance(branch.cond, ir.Not) and isinstance(branch.cond.operand, ir.IsMain):
+        return (branch.then,)
+    return (branch.then, branch.orelse)
 
 
 def _instances(statements) -> set[str]:

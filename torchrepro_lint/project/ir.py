@@ -50,9 +50,16 @@ class Opaque:
     key: str
 
 
-Value = Union[Const, Var, Not, IsNone, BoolOp, Opaque]
+@dataclass(frozen=True)
+class IsMain:
+    """`__name__ == "__main__"`: true only in the module a program runs as `__main__`; false where
+    it is imported, and in a spawned child, which imports the main module as `__mp_main__`."""
+
+
+Value = Union[Const, Var, Not, IsNone, BoolOp, Opaque, IsMain]
 UNKNOWN = Opaque("")  # a runtime value that correlates with nothing
 TRUE = Const(True)
+IS_MAIN = IsMain()
 
 
 # -- statements ----------------------------------------------------------------------------
@@ -146,8 +153,8 @@ class ClassIR:
 
 @dataclass
 class ModuleIR:
-    top: tuple[Stmt, ...]  # module-level statements, the `__main__` block excluded
-    main_guard: tuple[int, tuple[Stmt, ...]] | None  # (ref of the `if`, its body)
+    top: tuple[Stmt, ...]  # module-level statements in order; `__main__` guards branch on IS_MAIN
+    main_guard: int | None  # ref of the first top-level `if __name__ == "__main__":`
     functions: dict[str, FunctionIR] = field(default_factory=dict)
     classes: dict[str, ClassIR] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> qualified name

@@ -28,12 +28,12 @@ class Program:
         return self.entry.source.path.as_posix() + (f":{self.function}" if self.function else "")
 
 
-def interpret(project: ProjectIndex, module: ProjectModule, with_guard: bool, function: str | None = None) -> Facts:
-    return Interpreter(project, module).run_module(with_guard=with_guard, function=function)
+def interpret(project: ProjectIndex, module: ProjectModule, as_main: bool, function: str | None = None) -> Facts:
+    return Interpreter(project, module).run_module(as_main=as_main, function=function)
 
 
 def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None, run=interpret) -> list[Program]:
-    """Every program of the project; `run(project, module, with_guard, function)` computes a
+    """Every program of the project; `run(project, module, as_main, function)` computes a
     program's facts (the engine passes one that reuses cached facts)."""
     programs: list[Program] = []
     imported = project.imported_by_project()
@@ -42,10 +42,10 @@ def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None 
         if guard is not None or module.is_dunder_main:
             kind = "main-guard" if guard is not None else "dunder-main"
             facts = run(project, module, True)
-            programs.append(Program(module, kind, guard[0] if guard else None, facts, imported=module.path in imported))
+            programs.append(Program(module, kind, guard, facts, imported=module.path in imported))
         elif module.ir.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
             if module.path not in imported:
-                facts = run(project, module, False)
+                facts = run(project, module, True)
                 programs.append(Program(module, "script", None, facts))
     for target in (console_scripts or {}).values():
         module_name, _, function = target.partition(":")
