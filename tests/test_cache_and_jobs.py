@@ -203,38 +203,6 @@ def test_a_message_quoting_another_file_follows_its_line(tmp_path, capsys):
     assert "devices.py:5" in third[0]["message"] and third == _check(capsys, root, "--no-cache")[1]
 
 
-def _many_files_project(tmp_path: Path) -> Path:
-    """Enough files for a cold --jobs 2 run to shard (shards.MIN_FILES), with findings that
-    need other files: ops in helpers used from many modules, programs reaching helpers."""
-    root = _project(tmp_path)
-    for i in range(40):
-        (root / f"layer_{i:02d}.py").write_text(
-            "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom helpers import fill\n\n"
-            f"class Block{i}(nn.Module):\n    def forward(self, x):\n"
-            # even blocks resize their input (data: Block is a whole model), odd ones activations
-            f"        return F.interpolate({'x' if i % 2 == 0 else 'x * 2'}, scale_factor=2, mode='bicubic') + fill(x)\n\n"
-            f"def build_{i}():\n    return Block{i}()\n"
-        )
-    (root / "zoo.py").write_text("".join(f"from layer_{i:02d} import build_{i}\n" for i in range(40)))
-    return root
-
-
-def test_sharded_cold_run_reports_what_one_process_reports(tmp_path, capsys):
-    from torchrepro_lint.shards import MIN_FILES
-
-    root = _many_files_project(tmp_path)
-    assert len(list(root.glob("*.py"))) >= MIN_FILES
-    one = _check(capsys, root, "--no-cache", "--jobs", "1")
-    assert one[0] == 1 and sum(f["code"] == "TRP402" and "layer_" in f["filename"] for f in one[1]) == 20
-    two = _check(capsys, root, "--no-cache", "--jobs", "2")
-    assert two[1] == one[1] and two[2]["workers"] == 1 and one[2]["workers"] == 0
-    cache = str(tmp_path / "cache")
-    filled = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
-    assert filled[1] == one[1] and filled[2]["workers"] == 1
-    warm = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
-    assert warm[1] == one[1] and warm[2]["replayed"] is True
-
-
 def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
     root = _project(tmp_path)
     cache = tmp_path / "cache"

@@ -13,12 +13,11 @@ from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
-from torchrepro_lint.project.index import ProjectIndex, module_identity, record
+from torchrepro_lint.project.index import ProjectIndex, record
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
 from torchrepro_lint.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
-from torchrepro_lint.shards import MIN_FILES, Shards, WorkerLost
-from torchrepro_lint.staging import Digests, LoweredStore, ModuleChecker, ProgramRunner, TreeBudget, parallel_available
+from torchrepro_lint.staging import Digests, LoweredStore, ModuleChecker, ProgramRunner, TreeBudget
 
 PARSE_ERROR = "TRP000"
 
@@ -124,37 +123,26 @@ def lint_sources(
     if store is not None:
         project.lowered = store
     budget = TreeBudget() if store is not None else None
+    for source in loaded:
+        try:
+            module = project.add(source)
+        except RecursionError:
+            parse_failures.append(_parse_error(source.path, ParseFailure("file is too deeply nested to analyse")))
+            continue
+        except ParseFailure as exc:
+            parse_failures.append(_parse_error(source.path, exc))
+            continue
+        if budget is not None:
+            budget.after_indexing(module)
+
+    findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
+    programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts)
+    context = LintContext(project, programs, config)
     module_rules = [rule for rule in rules if _defines(rule, "check_module")]
     program_rules = [rule for rule in rules if _defines(rule, "check_programs")]
-
-    def make_checker(project, programs, budget):
-        context = LintContext(project, programs, config)
-        return ModuleChecker(context, module_rules, cache, configuration, project.lowered, stats, budget)
-
-    shards = _start_shards(project, loaded, jobs, make_checker) if store is not None else None
-    stats.workers = len(shards.workers) if shards is not None else 0
-    try:
-        for source in loaded:
-            try:
-                module = _add(project, source, shards)
-            except RecursionError:
-                parse_failures.append(_parse_error(source.path, ParseFailure("file is too deeply nested to analyse")))
-                continue
-            except ParseFailure as exc:
-                parse_failures.append(_parse_error(source.path, exc))
-                continue
-            if budget is not None:
-                budget.after_indexing(module)
-
-        findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
-        programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts)
-        checker = make_checker(project, programs, budget)
-        context = checker.context
-        findings += checker.run(jobs, shards)
-        result.errors += checker.errors
-    finally:
-        if shards is not None:
-            shards.close()
+    checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
+    findings += checker.run(jobs)
+    result.errors += checker.errors
     program_findings, program_errors = _program_findings(context, program_rules, cache, configuration, store)
     findings += program_findings
     result.errors += program_errors
@@ -165,28 +153,6 @@ def lint_sources(
         outside = {str(m.path): digest(m.path.read_bytes()) for m in project.modules.values() if not m.linted}
         cache.put("run", key, (outside, result.findings, result.errors))
     return result
-
-
-def _start_shards(project: ProjectIndex, loaded: list[SourceFile], jobs: int, make_checker) -> Shards | None:
-    """Workers for a cold run (shards.py): when enough files must be parsed to pay for them."""
-    if jobs <= 1 or not parallel_available():
-        return None
-    store = project.lowered
-    pending = [s for s in loaded if not store.has(s, module_identity(s.path.resolve())[1])]
-    return Shards(project, pending, jobs, make_checker) if len(pending) >= MIN_FILES else None
-
-
-def _add(project: ProjectIndex, source: SourceFile, shards: Shards | None):
-    """Index a source; its IR from the worker that lowers it, in a sharded run."""
-    if shards is None or shards.mine(source):
-        return project.add(source)
-    try:
-        module_ir, ir_digest = shards.lowered(source)
-    except WorkerLost:
-        shards.lost(source)
-        return project.add(source)
-    project.lowered.prime(source.path.resolve(), module_ir, ir_digest)
-    return project.add(source)
 
 
 def _defines(rule: Rule, method: str) -> bool:

@@ -53,31 +53,14 @@ class LoweredStore:
         self._text_digests: dict = {}
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
-        self._primed: dict = {}  # resolved path -> (IR, digest) found or sent ahead of `get`
 
     def get(self, source: SourceFile, package: str | None):
-        path = source.path.resolve()
-        found = self._primed.pop(path, None)
-        if found is None and self.cache is not None:
-            found = self.cache.get("ir", _file_key(source, package))
+        found = self.cache.get("ir", _file_key(source, package)) if self.cache is not None else None
         if found is None:
             return None
         module_ir, ir_digest = found
-        self.ir_digests[path] = ir_digest
+        self.ir_digests[source.path.resolve()] = ir_digest
         return module_ir
-
-    def has(self, source: SourceFile, package: str | None) -> bool:
-        """Whether the IR of `source` is at hand (looked up once: `get` then takes it)."""
-        path = source.path.resolve()
-        if path not in self._primed and self.cache is not None:
-            found = self.cache.get("ir", _file_key(source, package))
-            if found is not None:
-                self._primed[path] = found
-        return path in self._primed
-
-    def prime(self, path, module_ir, ir_digest) -> None:
-        """IR lowered elsewhere (a worker process), for the next `get` of that path."""
-        self._primed[path] = (module_ir, ir_digest)
 
     def put(self, source: SourceFile, package: str | None, module_ir) -> None:
         ir_digest = digest(canonical(module_ir))  # (pickles of sets differ between processes)
@@ -101,14 +84,6 @@ class LoweredStore:
                     self.cache.put("summary", key, (found,))  # boxed: a summary may be None
             self._summaries[memo_key] = found
         return found
-
-    def summaries_computed(self) -> dict:
-        return dict(self._summaries)
-
-    def add_summaries(self, summaries: dict) -> None:
-        """Summaries a worker process computed: so the main process need not parse for them."""
-        for key, value in summaries.items():
-            self._summaries.setdefault(key, value)
 
     def parsed_for_summaries(self, module: ProjectModule) -> None:
         """A module parsed only to summarise it: keep the last few trees, drop older ones."""
@@ -247,7 +222,7 @@ class ModuleChecker:
         self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
         self.errors: list[str] = []
 
-    def run(self, jobs: int, shards=None) -> list[Finding]:
+    def run(self, jobs: int) -> list[Finding]:
         project = self.context.project
         digests = Digests(project, self.context.programs, self.store) if self.cache is not None else None
         findings: list[Finding] = []
@@ -262,8 +237,7 @@ class ModuleChecker:
                 self.errors += cached[1]
             else:
                 todo.append(module)
-        outcomes = shards.check(todo, self.context.programs, self.check) if shards is not None else self._check_all(todo, jobs)
-        for module, (found, errors, reads) in outcomes:
+        for module, (found, errors, reads) in self._check_all(todo, jobs):
             findings += found
             self.errors += errors
             if self.cache is not None:
