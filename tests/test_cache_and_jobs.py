@@ -203,6 +203,36 @@ def test_a_message_quoting_another_file_follows_its_line(tmp_path, capsys):
     assert "devices.py:5" in third[0]["message"] and third == _check(capsys, root, "--no-cache")[1]
 
 
+def test_a_file_that_does_not_parse_does_not_stop_the_replay(tmp_path, capsys):
+    root = _project(tmp_path)
+    (root / "broken.py").write_text("def f(:\n")
+    cache = str(tmp_path / "cache")
+    first = _check(capsys, root, "--cache-dir", cache)
+    assert any(f["code"] == "TRP000" for f in first[1])
+    second = _check(capsys, root, "--cache-dir", cache)
+    assert second[1] == first[1] and second[2]["replayed"] is True
+
+
+def test_replay_notices_a_fixed_module_it_could_not_load(tmp_path, capsys):
+    # Only train.py is linted; helpers.py is loaded to follow its import, and fails to parse.
+    root = _project(tmp_path)
+    (root / "helpers.py").write_text("def make_model(:\n")
+    cache = str(tmp_path / "cache")
+
+    def check_train(*options):
+        main(["check", "--output-format", "json", "--statistics", *options, str(root / "train.py")])
+        out, err = capsys.readouterr()
+        return json.loads(out), json.loads(err.split("torchrepro-lint statistics: ", 1)[1].splitlines()[0])
+
+    check_train("--cache-dir", cache)
+    assert check_train("--cache-dir", cache)[1]["replayed"] is True
+    (root / "helpers.py").write_text(PROJECT["helpers.py"].lstrip("\n"))
+    found, stats = check_train("--cache-dir", cache)
+    # The program of train.py now runs helpers.py: it is interpreted again, not taken from the cache.
+    assert stats["replayed"] is False and stats["programs_resolved"] == 1
+    assert found == check_train("--no-cache")[0]
+
+
 def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
     root = _project(tmp_path)
     cache = tmp_path / "cache"

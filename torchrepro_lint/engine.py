@@ -149,10 +149,22 @@ def lint_sources(
 
     result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
     stats.parsed += PARSES[0] - parses_before
-    if key is not None and not parse_failures:  # (TRP000 files are parsed again: they are rare)
-        outside = {str(m.path): digest(m.path.read_bytes()) for m in project.modules.values() if not m.linted}
-        cache.put("run", key, (outside, result.findings, result.errors))
+    if key is not None:
+        cache.put("run", key, (_outside_digests(project), result.findings, result.errors))
     return result
+
+
+def _outside_digests(project: ProjectIndex) -> dict[str, str]:
+    """The bytes a replay must find unchanged besides the linted files: modules imported
+    without being linted, and those that failed to load (they may be fixed since)."""
+    paths = [m.path for m in project.modules.values() if not m.linted] + list(project.load_errors)
+    out = {}
+    for path in paths:
+        try:
+            out[str(path)] = digest(path.read_bytes())
+        except OSError:
+            out[str(path)] = "unreadable"  # never equal to a digest: no replay
+    return out
 
 
 def _defines(rule: Rule, method: str) -> bool:

@@ -172,7 +172,7 @@ class ProjectIndex:
     load_errors: dict[Path, str] = field(default_factory=dict)
     lowered: object | None = None  # a store of IRs by file content: get(source, package), put(...)
     # Resolution is asked hundreds of thousands of times on a large project: remember answers.
-    _named: dict[tuple[str, Path], ProjectModule | None] = field(default_factory=dict, repr=False)
+    _named: dict[tuple[str, Path], tuple] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
@@ -225,18 +225,25 @@ class ProjectIndex:
         key = (dotted_name, importer.search_root)
         if key not in self._named:
             self._named[key] = self._find_module(dotted_name, importer)
-        return self._named[key]
+        module, broken = self._named[key]
+        for path in broken:  # a result built on this import changes when the file is fixed
+            note_read("content", path)
+        return module
 
-    def _find_module(self, dotted_name: str, importer: ProjectModule) -> ProjectModule | None:
+    def _find_module(self, dotted_name: str, importer: ProjectModule) -> tuple[ProjectModule | None, tuple]:
+        """(the module, the candidate files passed over because they do not load)."""
         relative = Path(*dotted_name.split("."))
+        broken = []
         for root in self.search_roots(importer):
             for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
                 module = self.modules.get(candidate)
                 if module is None and candidate not in self.load_errors:
                     module = self._load_from_disk(candidate)
                 if module is not None:
-                    return module
-        return None
+                    return module, tuple(broken)
+                if candidate in self.load_errors:
+                    broken.append(candidate)
+        return None, tuple(broken)
 
     def load_path(self, path: Path) -> ProjectModule | None:
         """The module at a resolved path, loaded from disk if need be."""
