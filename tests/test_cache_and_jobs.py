@@ -49,11 +49,11 @@ if __name__ == "__main__":
 }
 
 
-def _project(tmp_path: Path) -> Path:
+def _project(tmp_path: Path, files: dict = PROJECT, select: str = "") -> Path:
     root = tmp_path / "proj"
     root.mkdir()
-    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
-    for name, code in PROJECT.items():
+    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\n" + (f"select = ['{select}']\n" if select else ""))
+    for name, code in files.items():
         (root / name).write_text(code.lstrip("\n"))
     return root
 
@@ -133,11 +133,7 @@ def evaluate(x):
 def test_a_use_in_another_file_that_changes_meaning_is_seen_through_the_cache(tmp_path, capsys):
     # resize's backward is nondeterministic, but it only ever runs under no_grad: no TRP402.
     # Dropping the decorator in evaluate.py must bring the finding in ops.py back, cache or not.
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['TRP402']\n")
-    for name, code in RESIZE.items():
-        (root / name).write_text(code.lstrip("\n"))
+    root = _project(tmp_path, RESIZE, "TRP402")
     cache = str(tmp_path / "cache")
     assert _check(capsys, root, "--cache-dir", cache)[1] == []
     with (root / "evaluate.py").open("a") as handle:
@@ -186,11 +182,7 @@ def pick():
 
 def test_a_message_quoting_another_file_follows_its_line(tmp_path, capsys):
     # TRP205 in train.py quotes `torch.cuda.set_device(0)` at devices.py:4.
-    root = tmp_path / "proj"
-    root.mkdir()
-    (root / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['TRP205']\n")
-    for name, code in QUOTING.items():
-        (root / name).write_text(code.lstrip("\n"))
+    root = _project(tmp_path, QUOTING, "TRP205")
     cache = str(tmp_path / "cache")
     first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
     assert [f["code"] for f in first] == ["TRP205"] and "devices.py:4" in first[0]["message"]

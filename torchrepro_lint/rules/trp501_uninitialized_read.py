@@ -479,7 +479,7 @@ class _Tracker:
         if self.context is None:
             return True  # inside another module's summary, which must not depend on the project: assume so
         project = self.context.project
-        if self._initializes(attr) or _parameter_loop_init(self.index, self.data):
+        if self.initializes(attr, own_module=True) or _parameter_loop_init(self.index, self.data):
             return True
         for other in project.modules_mentioning(attr):
             if other is not self.module and summary(other, "initializes attribute", attr):
@@ -489,12 +489,13 @@ class _Tracker:
             for other in project.modules_mentioning("parameters")
         )
 
-    def _initializes(self, attr: str) -> bool:
-        """This module writes or initializes `<x>.<attr>` outside the class's own uses."""
+    def initializes(self, attr: str, *, own_module: bool) -> bool:
+        """`<x>.<attr>` is written or initialized in this module. In the module being checked,
+        the class's own `self.<attr>` uses were judged already, and are skipped."""
         data = self.data
         for node in data.attribute_names.get(attr, ()):
-            if self_attribute(node) is not None and data.enclosing_class(node) is not None:
-                continue  # the class's own uses were judged above
+            if own_module and self_attribute(node) is not None and data.enclosing_class(node) is not None:
+                continue
             if data._is_store(node):
                 return True
             fate, _ = self.fate(node)
@@ -507,15 +508,7 @@ class _Tracker:
 def _initializes_attribute(module, attr: str) -> bool:
     """Another module writes or initializes `<x>.<attr>` (TRP501's project-wide question)."""
     index = module.index
-    data = flow(index)
-    tracker = _Tracker(index, data, None, module)
-    for node in data.attribute_names.get(attr, ()):
-        if data._is_store(node):
-            return True
-        fate, _ = tracker.fate(node)
-        if fate in (INIT, STOP):
-            return True
-    return False
+    return _Tracker(index, flow(index), None, module).initializes(attr, own_module=False)
 
 
 @summary_kind("initializes parameters in a loop")
