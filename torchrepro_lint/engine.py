@@ -119,7 +119,7 @@ def lint_sources(
     project = make_index(config.root, _config_helpers(config))
     # Staged runs (cache, jobs, trees dropped within a budget) need the plain index; an
     # integration's own index keeps its modules in memory its own way.
-    store = LoweredStore(cache) if make_index is ProjectIndex else None
+    store = LoweredStore(cache) if type(project) is ProjectIndex else None
     if store is not None:
         project.lowered = store
     budget = TreeBudget() if store is not None else None

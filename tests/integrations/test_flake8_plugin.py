@@ -25,7 +25,8 @@ def project(tmp_path, monkeypatch):
 
 @pytest.fixture
 def fresh_cache(monkeypatch):
-    cache = ProjectCache()
+    """A process's own cache only (no on-disk cache): its parse counters are the process's."""
+    cache = ProjectCache(persistent=False)
     monkeypatch.setattr(flake8_plugin, "CACHE", cache)
     return cache
 
@@ -189,6 +190,51 @@ def test_an_edit_reparses_only_the_edited_module(project, fresh_cache):
     (project / "extra.py").write_text("import torch\n\nx = torch.rand(2)\n", encoding="utf-8")
     assert [r[2][:6] for r in plugin_results("extra.py", (project / "extra.py").read_text())] == ["TRP101"]
     assert fresh_cache.parses == parses + 3
+
+
+# -- the on-disk cache, shared with the CLI: what a new flake8 process per save relies on ---------
+def _new_process(monkeypatch) -> ProjectCache:
+    cache = ProjectCache()  # nothing in memory, as in a new flake8 process
+    monkeypatch.setattr(flake8_plugin, "CACHE", cache)
+    return cache
+
+
+def test_a_new_process_replays_an_unchanged_project_from_disk(project, monkeypatch):
+    from torchrepro_lint.source import PARSES
+
+    train = (project / "train.py").read_text(encoding="utf-8")
+    _new_process(monkeypatch)
+    first = plugin_results("train.py", train)
+    assert (project / ".torchrepro_lint_cache").is_dir() and first
+    _new_process(monkeypatch)
+    before = PARSES[0]
+    assert plugin_results("train.py", train) == first
+    assert PARSES[0] == before  # nothing parsed: the whole analysis came from the cache
+
+
+def test_a_new_process_parses_only_an_unsaved_buffer(project, monkeypatch):
+    from torchrepro_lint.source import PARSES
+
+    train = (project / "train.py").read_text(encoding="utf-8")
+    _new_process(monkeypatch)
+    plugin_results("train.py", train)
+    _new_process(monkeypatch)
+    before = PARSES[0]
+    edited = plugin_results("train.py", "\n" + train)
+    # The buffer, and helpers.py: train.py's program runs again and reports there (TRP202, TRP204).
+    assert PARSES[0] - before == 2 < len(_all_files(project))
+    monkeypatch.setattr(flake8_plugin, "CACHE", ProjectCache(persistent=False))
+    assert edited == plugin_results("train.py", "\n" + train)  # what a process without the cache finds
+
+
+def test_an_unusable_cache_directory_falls_back_to_the_process_cache(project, monkeypatch):
+    (project / ".torchrepro_lint_cache").write_text("not a directory")
+    train = (project / "train.py").read_text(encoding="utf-8")
+    _new_process(monkeypatch)
+    found = plugin_results("train.py", train)
+    monkeypatch.setattr(flake8_plugin, "CACHE", ProjectCache(persistent=False))
+    assert found == plugin_results("train.py", train) and found
+    assert (project / ".torchrepro_lint_cache").read_text() == "not a directory"
 
 
 def test_project_root_is_the_nearest_pyproject_or_vcs_root(tmp_path):

@@ -6,7 +6,11 @@ rules need the whole project: which modules are entry points, what they import, 
 pyproject.toml or a VCS root), lints it as `torchrepro-lint check ROOT` would, with `text` in place
 of the file's content on disk, and returns the findings in that one file.
 
-Two levels of reuse keep that cheap:
+The persistent cache of `torchrepro-lint check` (`.torchrepro_lint_cache/` at the project root)
+comes first: a new flake8 process (an editor runs one per save) replays an unchanged project
+from it, or re-analyses with every unchanged module's IR and results taken from it. Where that
+directory cannot be used, or with `ProjectCache(persistent=False)`, the process keeps its own:
+
 
 - every parsed module is kept, keyed by its resolved path, and reused while its text is the same
   (the text itself is re-read only when the file's mtime or size changes), so an edit re-parses
@@ -18,18 +22,22 @@ Two levels of reuse keep that cheap:
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
 from torchrepro_lint.config import Config, installed_torch_version, load_config
 from torchrepro_lint.discovery import PYTHON_SUFFIXES, _is_virtualenv, is_excluded
 from torchrepro_lint.engine import lint_sources
-from torchrepro_lint.findings import Finding
+from torchrepro_lint.findings import Finding, LintResult
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
 from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
 
+LOG = logging.getLogger(__name__)
 VCS_MARKERS = (".git", ".hg", ".svn")
 # What flake8 (and editors piping a buffer) call a file that has no path.
 STDIN_NAMES = frozenset({"", "-", "stdin", "<stdin>"})
@@ -109,7 +117,8 @@ class _CachingIndex(ProjectIndex):
 class ProjectCache:
     """Everything one process remembers about the projects it has linted. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, persistent: bool = True) -> None:
+        self.persistent = persistent  # use the CLI's on-disk cache where the project has one
         self._lock = threading.RLock()
         self._texts: dict[Path, tuple[Stat, str]] = {}
         self._parsed: dict[Path, list[_Parsed]] = {}  # per file: its last versions, newest first
@@ -121,7 +130,7 @@ class ProjectCache:
 
     def clear(self) -> None:
         with self._lock:
-            self.__init__()
+            self.__init__(self.persistent)
 
     # -- the entry point -------------------------------------------------------------------
     def findings_for(self, filename: str, text: str) -> tuple[list[Finding], list[str]]:
@@ -209,11 +218,14 @@ class ProjectCache:
     def _analyse(self, key, config: Config, listing: _Listing, path: Path, text: str | None, cwd: Path) -> _Analysis:
         self.analyses += 1
         files = list(listing.files) if path in listing.members else [*listing.files, path]
-        sources = [(_display(f, cwd), text if f == path else self._disk_text(f)) for f in files]
-        holder: list[ProjectIndex] = []
-        result = lint_sources(sources, config, make_index=self._index_factory(holder))
-        index = holder[0]
-        dependencies = {m.path: _stat(m.path) for m in index.modules.values() if not m.linted}
+        cache = self._persistent_cache(config)
+        if cache is not None:
+            result, dependencies = self._analyse_with(cache, config, files, path, key[-1], cwd)
+        else:
+            sources = [(_display(f, cwd), text if f == path else self._disk_text(f)) for f in files]
+            holder: list[ProjectIndex] = []
+            result = lint_sources(sources, config, make_index=self._index_factory(holder))
+            dependencies = {m.path: _stat(m.path) for m in holder[0].modules.values() if not m.linted}
         resolved: dict[str, Path] = {}
         findings: dict[Path, list[Finding]] = {}
         for finding in result.findings:
@@ -221,6 +233,31 @@ class ProjectCache:
                 resolved[finding.path] = Path(finding.path).resolve()
             findings.setdefault(resolved[finding.path], []).append(finding)
         return _Analysis(key, dependencies, findings, result.errors)
+
+    def _persistent_cache(self, config: Config) -> Cache | None:
+        if not self.persistent:
+            return None
+        cache = Cache(config.root / DEFAULT_DIRECTORY, config_fingerprint(config), _log_once)
+        return cache if cache.usable else None
+
+    def _analyse_with(self, cache: Cache, config: Config, files: list[Path], path: Path, extra, cwd: Path):
+        """The analysis as `torchrepro-lint check` runs it, on its on-disk cache: replayed when
+        nothing changed, else only what changed is parsed. `extra` is (path, unsaved text) or None."""
+        override = extra[1] if extra is not None else None
+        sources = [(_display(f, cwd), override if f == path and override is not None else None) for f in files]
+        if override is None:
+            found = replay(cache, run_key(config_fingerprint(config), [display for display, _ in sources], []))
+            if found is not None:
+                return LintResult(found[0], found[1], len(files)), {}
+        _few_collections()
+        holder: list[ProjectIndex] = []
+
+        def make_index(root: Path, helpers: dict) -> ProjectIndex:
+            holder.append(ProjectIndex(root, helpers))  # a plain index: the engine's staged, cached run
+            return holder[-1]
+
+        result = lint_sources(sources, config, make_index=make_index, cache=cache)
+        return result, {m.path: _stat(m.path) for m in holder[0].modules.values() if not m.linted}
 
     def _module(self, index: ProjectIndex, source: SourceFile, linted: bool) -> ProjectModule:
         path = source.path.resolve()
@@ -250,6 +287,25 @@ class ProjectCache:
         # Two versions: an editor's unsaved buffer and the file on disk, used by turns.
         versions.insert(0, entry)
         del versions[MODULE_VERSIONS:]
+
+
+def _log_once(message: str) -> None:
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        LOG.warning("torchrepro-lint: %s", message)
+
+
+_LOGGED: set[str] = set()
+
+
+def _few_collections() -> None:
+    """The CLI's rare collections (cli.RUN_GC_THRESHOLDS: full collections re-walked every tree,
+    doubling the time), in a flake8 process still on Python's defaults. Not restored: putting
+    them back triggers the very collection over everything that this avoids."""
+    from torchrepro_lint.cli import RUN_GC_THRESHOLDS
+
+    if gc.get_threshold() == (700, 10, 10):
+        gc.set_threshold(*RUN_GC_THRESHOLDS)
 
 
 def _mtime(path: Path) -> int | None:
