@@ -53,6 +53,8 @@ class LoweredStore:
         self._text_digests: dict = {}
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
+        self._program_digests: dict = {}  # id(program) -> digest of its facts
+        self._programs_seen: list = []
 
     def get(self, source: SourceFile, package: str | None):
         found = self.cache.get("ir", _file_key(source, package)) if self.cache is not None else None
@@ -92,6 +94,17 @@ class LoweredStore:
         while len(self._summarised) > SUMMARISED_TREES:
             oldest = self._summarised.pop(next(iter(self._summarised)))
             oldest.release_tree()
+
+    def program_digest(self, program) -> str:
+        """A program's facts, digested once a run (they are large: torch's took 37 s to
+        digest again for each module that a cached result read the programs of)."""
+        found = self._program_digests.get(id(program))
+        if found is None:
+            p = program
+            found = digest(canonical((p.kind, p.anchor_ref, p.function, p.imported, p.entry, p.facts)))
+            self._program_digests[id(program)] = found
+            self._programs_seen.append(program)  # keeps the id from being reused
+        return found
 
     def text_digest(self, module: ProjectModule) -> str:
         found = self._text_digests.get(module.path)
@@ -170,7 +183,7 @@ class Digests:
         found = self._programs_memo.get(path)
         if found is None:
             chosen = [p for p in self.programs if path == "*" or path in p.facts.modules]
-            found = digest(canonical([(p.kind, p.anchor_ref, p.function, p.imported, p.entry, p.facts) for p in chosen]))
+            found = digest([self.store.program_digest(p) for p in chosen])
             self._programs_memo[path] = found
         return found
 
