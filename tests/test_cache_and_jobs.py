@@ -1,13 +1,18 @@
 """The persistent cache and --jobs change how much work a run does, never what it reports."""
 
+import gc
 import json
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
 
+from torchrepro_lint import staging
 from torchrepro_lint.cli import main
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.source import SourceFile
 
 PROJECT = {
     "train.py": """
@@ -266,3 +271,29 @@ def test_bad_jobs_value_is_a_usage_error(value, capsys):
         main(["check", "--jobs", value, "."])
     assert exit_.value.code == 2
     assert "--jobs" in capsys.readouterr().err
+
+
+# -- memory: released trees with automatic garbage collection off (as `torchrepro-lint` runs) --
+def _tree_of(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n")
+    module = ProjectIndex(tmp_path, {}).add(SourceFile(path, path.read_text()))
+    return module, weakref.ref(module.index)  # (LibCST nodes take no weak references; the index holds them)
+
+
+@pytest.mark.parametrize("collect_after, freed", [(1, True), (10**12, False)])
+def test_released_trees_are_collected_when_automatic_collection_is_off(tmp_path, monkeypatch, collect_after, freed):
+    # Indexing leaves garbage cycles that reach the tree (the index builder, scopes), so with
+    # automatic collection off a released tree is freed only by a collection: the run collects
+    # after COLLECT_AFTER characters of released source (the second case shows the cycle).
+    monkeypatch.setattr(staging, "COLLECT_AFTER", collect_after)
+    released = staging._ReleasedTrees()
+    gc.collect()
+    gc.disable()
+    try:
+        module, index = _tree_of(tmp_path)
+        released.release(module)
+        assert (index() is None) is freed
+    finally:
+        gc.unfreeze()  # (the collection froze what survived)
+        gc.enable()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 2  # 2: `__main__` guards lowered in place (ir.IsMain)
+FORMAT = 3  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
@@ -40,6 +40,17 @@ def digest(*parts: object) -> str:
         hasher.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))
         hasher.update(b"\0")
     return hasher.hexdigest()
+
+
+def structural_digest(value: object) -> str:
+    """A digest of `value`'s pickle without the memo, so it depends on the values alone and not on
+    which equal strings happen to be one object. For values without sets (their order changes
+    with PYTHONHASHSEED): about 4x faster than digesting `canonical(value)`."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True  # no memo: shared and merely equal objects pickle alike
+    pickler.dump(value)
+    return hashlib.sha256(buffer.getbuffer()).hexdigest()
 
 
 def canonical(value: object) -> object:

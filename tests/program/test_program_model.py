@@ -423,6 +423,40 @@ if __name__ == "__main__":
     assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP107"]}), lint.root) == set()
 
 
+def test_an_unseeded_worker_that_spawns_itself_is_reported_once(lint):
+    # The worker is the spawn's target: it runs in a fresh child, not in the seeded parent as a
+    # callback. Only the parent's spawn hands an unseeded worker its work; the worker's own spawn
+    # starts from a child that was never seeded (regression: it was reported too).
+    source = """import torch
+import torch.multiprocessing as mp
+
+def worker(rank):
+    torch.rand(2)
+    mp.spawn(worker, nprocs=2)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    mp.spawn(worker, nprocs=2)
+"""
+    assert reported(lint({"train.py": source}, {"select": ["TRP107"]}), lint.root) == {("train.py", 10, "TRP107")}
+
+
+def test_a_forked_process_target_still_runs_with_the_parent_state(lint):
+    # multiprocessing.Process forks by default: the target inherits the seeded parent, as a
+    # callback would, so nothing is reported.
+    source = """import multiprocessing
+import torch
+
+def work():
+    torch.rand(2)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    multiprocessing.Process(target=work).start()
+"""
+    assert reported(lint({"train.py": source}, {"select": ["TRP101", "TRP107"]}), lint.root) == set()
+
+
 def test_workers_that_spawn_each_other_terminate(lint):
     source = """import torch
 import torch.multiprocessing as mp

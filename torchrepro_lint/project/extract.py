@@ -135,9 +135,8 @@ class Lowering:
 
     def klass(self, path: str, node: cst.ClassDef) -> ir.ClassIR:
         bases = tuple(q for q in (self.index.resolve(arg.value) for arg in node.bases if arg.keyword is None) if q)
-        methods = frozenset(
-            s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)
-        )
+        # a tuple in source order, not a set: the IR's digest is its pickle (cache.structural_digest)
+        methods = tuple(dict.fromkeys(s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)))
         return ir.ClassIR(path, bases, methods)
 
     # -- statements --------------------------------------------------------------------
@@ -242,6 +241,7 @@ class Lowering:
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         out: list[ir.Stmt] = []
         effect = lambda kind, value=ir.TRUE, detail=(): out.append(ir.Effect(kind, self.ref(node), value, detail))  # noqa: E731
+        spawned = None  # the target of a call that surely spawns: it runs in the child, not here
 
         if q in self.helpers:
             self.helper_effects(site, self.helpers[q], out)
@@ -308,10 +308,13 @@ class Lowering:
             spawn = q.endswith(".spawn") or start_method is None or _literal(start_method) == "spawn"
             if target is not None and spawn:
                 self.spawn(node, target, False, out)
+                spawned = target
         elif q in ("multiprocessing.spawn_context.Process", "multiprocessing.Process"):
             target = _arg(node, None, "target")
             if target is not None:
                 self.spawn(node, target, q == "multiprocessing.Process", out)
+                if q != "multiprocessing.Process":  # forked unless the start method is spawn: it may run as a callback
+                    spawned = target
         elif q == "multiprocessing.set_start_method":
             if _literal(_arg(node, 0, "method")) == "spawn":
                 effect(Kind.SPAWN_METHOD)
@@ -357,10 +360,10 @@ class Lowering:
         ):
             effect(Kind.CUDA)
 
-        out.extend(self.project_call(site))
+        out.extend(self.project_call(site, spawned))
         return out
 
-    def project_call(self, site: CallSite) -> list[ir.Stmt]:
+    def project_call(self, site: CallSite, spawned: cst.BaseExpression | None = None) -> list[ir.Stmt]:
         node, q = site.node, site.qualname
         out: list[ir.Stmt] = []
         args = tuple(self.value(a.value) for a in node.args if a.keyword is None and not a.star)
@@ -375,7 +378,7 @@ class Lowering:
                 out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
         for arg in node.args:
-            if isinstance(arg.value, (cst.Name, cst.Attribute)):
+            if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
                 ref = self.index.resolve(arg.value, node)
                 if ref and (ref.startswith(LOCAL) or _root(ref) not in EXTERNAL_ROOTS):
                     out.append(ir.FunctionRef(ref))

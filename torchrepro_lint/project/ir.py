@@ -148,7 +148,7 @@ class FunctionIR:
 class ClassIR:
     path: str
     bases: tuple[str, ...]  # qualified names as the module sees them
-    methods: frozenset[str]
+    methods: tuple[str, ...]  # in source order
 
 
 @dataclass

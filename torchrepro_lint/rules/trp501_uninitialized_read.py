@@ -97,7 +97,10 @@ class UninitializedRead(Rule):
         "container, or registered with `register_buffer`/`register_parameter`; partial or "
         "indexed writes; memory placed in a list or tuple, such as the padding in "
         "`torch.cat((x, torch.empty(k)))` (it is carried along, typically sliced off later, not "
-        "computed on). Branches are not modelled: a write in one branch counts."
+        "computed on). Branches are not modelled: a write in one branch counts. Whether another "
+        "module initializes an attribute is asked of that module alone (its summary): a question "
+        "that would lead on to yet another module (an `init_fn` handed over there) is answered "
+        "yes, so the attribute is not reported."
     )
     # Candidates are calls resolving to an allocator or a legacy constructor (each spells its
     # name: `FloatTensor`, `Tensor`, ...), or the methods `new_empty*` / `new`.
