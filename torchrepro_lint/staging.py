@@ -36,8 +36,8 @@ TREE_BUDGET = 16_000_000
 # Trees parsed again only to summarise a module (project/summaries.py), kept for the next ask.
 SUMMARISED_TREES = 32
 # With automatic garbage collection off (cli.run), a collection after this many characters of
-# source have had their trees released: a ModuleIndex holds cycles (scopes and their children),
-# so a released tree is freed only by a collection.
+# source have had their trees released. Indexing leaves no cycle that reaches a tree (tested),
+# but a cycle made elsewhere would keep one alive until a collection: this bounds the cost.
 COLLECT_AFTER = 8_000_000
 _MISSING = object()
 

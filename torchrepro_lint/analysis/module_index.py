@@ -243,7 +243,12 @@ class _IndexBuilder:
 
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
-        self._handlers = {
+
+    def _handlers(self) -> dict:
+        # Built per walk, not kept on the builder: bound methods held by the builder would make
+        # it a reference cycle that keeps the index, and with it the whole tree, alive until a
+        # garbage collection (the CLI runs with automatic collection off).
+        return {
             cst.FunctionDef: self._function,
             cst.ClassDef: self._class,
             cst.Lambda: self._lambda,
@@ -263,7 +268,7 @@ class _IndexBuilder:
         parents = index.parents
         by_type = index._by_type
         calls = index.calls
-        handlers = self._handlers
+        handlers = self._handlers()
         value_kind = _VALUE_KIND
         call_type = cst.Call
         # Per class met in this walk: (code fields, binding handler, is a statement, its nodes).
