@@ -26,6 +26,7 @@ from typing import Callable
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.analysis.syntax import arg  # noqa: F401  (re-exported: rules import it from here)
@@ -98,7 +99,7 @@ def bool_value(expr: cst.BaseExpression | None) -> bool | None:
 
 def string_value(expr: cst.BaseExpression | None) -> str | None:
     if isinstance(expr, cst.SimpleString):
-        value = expr.evaluated_value
+        value = evaluated_string(expr)
         return value if isinstance(value, str) else None
     return None
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import evaluated_string
+
 LOCAL = "@."  # prefix of a qualified name defined in the module itself
 
 # Spellings that reach the same object: canonicalised so rules list one name.
@@ -144,6 +146,6 @@ def alias_target(value: cst.BaseExpression, scope: Scope, resolver: NameResolver
         # ctx = mp.get_context("spawn"): processes made from ctx start fresh interpreters.
         if func in ("multiprocessing.get_context",) and value.args:
             arg = value.args[0].value
-            if isinstance(arg, cst.SimpleString) and arg.evaluated_value == "spawn":
+            if isinstance(arg, cst.SimpleString) and evaluated_string(arg) == "spawn":
                 return "multiprocessing.spawn_context"
     return None

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.analysis import tensor_evidence as te
 from torchrepro_lint.analysis.dataflow import flow, self_attribute
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
@@ -196,7 +197,7 @@ class _Values:
         if depth > 8:
             return None
         if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
-            value = expr.evaluated_value
+            value = evaluated_string(expr)
             return frozenset({value}) if isinstance(value, str) else None
         if isinstance(expr, cst.Integer):
             return frozenset({int(expr.value.replace("_", ""), 0)})

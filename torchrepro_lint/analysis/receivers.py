@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.analysis.dataflow import flow, self_attribute, string_value
 from torchrepro_lint.analysis.module_index import ModuleIndex
 
@@ -242,7 +243,7 @@ def _annotation_kind(annotation: cst.BaseExpression, index: ModuleIndex, at: cst
             return NDARRAY
         return None
     if isinstance(annotation, cst.SimpleString):
-        text = annotation.evaluated_value
+        text = evaluated_string(annotation)
         if text in ("Tensor", "torch.Tensor"):
             return TENSOR
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
@@ -70,7 +71,7 @@ def _literal_text(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Name):
         return node.value
     if isinstance(node, cst.SimpleString):
-        return repr(node.evaluated_value)
+        return repr(evaluated_string(node))
     return None
 
 
@@ -449,7 +450,7 @@ class Lowering:
         if expr is None or depth > 3:
             return False
         if isinstance(expr, cst.SimpleString):
-            value = expr.evaluated_value
+            value = evaluated_string(expr)
             return isinstance(value, str) and value.startswith("cuda")
         if isinstance(expr, cst.Name):
             assigned = self.index.assigned_value(expr.value, at)
@@ -517,7 +518,7 @@ def _literal(expr: cst.BaseExpression | None, default=None):
     if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
         return {"True": True, "False": False, "None": None}[expr.value]
     if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
-        value = expr.evaluated_value
+        value = evaluated_string(expr)
         return value if isinstance(value, str) else default
     if isinstance(expr, cst.Integer):
         try:

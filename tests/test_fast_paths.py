@@ -1,0 +1,60 @@
+"""The parse's fast paths give what LibCST's own slower paths give."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from libcst._nodes.base import CSTNode
+
+from torchrepro_lint.analysis.syntax import evaluated_string
+from torchrepro_lint.source import parse_unvalidated
+
+LITERALS = [
+    "'plain'", '"double"', "r'\\d+'", "'\\n'", "b'bytes'", "'''one\ntwo'''", '""""""', "''",
+    "u'caf\u00e9'", "rb'\\x00'", "R'it\\'s'", "'a' 'b'", "f'{x}' 'a'", "'a' \\\n 'b'",
+    "'''joined\\\nline'''", "'x' r'\\y' 'z'", "b'a' b'b'", "'tab\\there'",
+]
+
+
+@pytest.mark.parametrize("literal", LITERALS)
+def test_evaluated_string_matches_libcst(literal):
+    node = cst.parse_expression(literal)
+    assert evaluated_string(node) == node.evaluated_value
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(), st.sampled_from(["", "r", "u", "b", "R", "rb", "Br"]), st.sampled_from(["'", '"', "'''", '"""']))
+def test_evaluated_string_matches_libcst_on_generated_literals(body, prefix, quote):
+    try:
+        node = cst.parse_expression(prefix + quote + body + quote)
+        expected = node.evaluated_value
+    except Exception:  # not a literal, or not one CPython accepts: nothing to compare
+        return
+    if isinstance(node, cst.SimpleString):
+        assert evaluated_string(node) == expected
+
+
+SOURCE = '''\
+import torch  # a comment
+@decorator(x=1)
+class Model(torch.nn.Module, metaclass=M):
+    """doc"""
+    def forward(self, x: "Tensor", *a, y=2, **k) -> int:
+        return (x @ y)[1:2, ...] if not a else {**k, 'b': [i async for i in z]}
+lambda: (yield)
+'''
+
+
+def test_unvalidated_parse_builds_the_same_tree():
+    tree = parse_unvalidated(SOURCE)
+    assert tree.deep_equals(cst.parse_module(SOURCE))
+    assert tree.code == SOURCE
+
+
+def test_validation_is_back_after_the_parse():
+    parse_unvalidated("x = 1\n")
+    assert CSTNode.__dict__["__post_init__"].__name__ == "__post_init__"
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")
