@@ -13,11 +13,12 @@ from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
-from torchrepro_lint.project.index import ProjectIndex, record
+from torchrepro_lint import shards
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
 from torchrepro_lint.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
-from torchrepro_lint.staging import Digests, LoweredStore, ModuleChecker, ProgramRunner, TreeBudget
+from torchrepro_lint.staging import Digests, LoweredStore, ModuleChecker, ProgramRunner, TreeBudget, parallel_available
 
 PARSE_ERROR = "TRP000"
 
@@ -123,35 +124,69 @@ def lint_sources(
     if store is not None:
         project.lowered = store
     budget = TreeBudget() if store is not None else None
-    for source in loaded:
-        try:
-            module = project.add(source)
-        except RecursionError:
-            parse_failures.append(_parse_error(source.path, ParseFailure("file is too deeply nested to analyse")))
-            continue
-        except ParseFailure as exc:
-            parse_failures.append(_parse_error(source.path, exc))
-            continue
-        if budget is not None:
-            budget.after_indexing(module)
-
-    findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
-    programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts)
-    context = LintContext(project, programs, config)
     module_rules = [rule for rule in rules if _defines(rule, "check_module")]
     program_rules = [rule for rule in rules if _defines(rule, "check_programs")]
-    checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
-    findings += checker.run(jobs)
-    result.errors += checker.errors
-    program_findings, program_errors = _program_findings(context, program_rules, cache, configuration, store)
-    findings += program_findings
-    result.errors += program_errors
+
+    def make_checker(project, programs, budget):
+        """A worker's check (shards.py): the per-file rules over its rebuilt project."""
+        context = LintContext(project, programs, config)
+        return ModuleChecker(context, module_rules, cache, configuration, project.lowered, stats, budget).check
+
+    hub = _start_hub(project, loaded, jobs, make_checker) if store is not None else None
+    stats.workers = len(hub.workers) if hub is not None else 0
+    try:
+        parse_failures += _lower_all(project, loaded, budget, hub)
+        findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
+        programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts)
+        context = LintContext(project, programs, config)
+        checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
+        findings += checker.run(jobs, hub)
+        result.errors += checker.errors
+        program_findings, program_errors = _program_findings(context, program_rules, cache, configuration, store)
+        findings += program_findings
+        result.errors += program_errors
+    finally:
+        if hub is not None:
+            stats.summaries_asked = hub.summaries_asked
+            hub.close()
 
     result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
     stats.parsed += PARSES[0] - parses_before
     if key is not None:
         cache.put("run", key, (_outside_digests(project), result.findings, result.errors))
     return result
+
+
+def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub) -> list[Finding]:
+    """Add every source to the project, in order; the TRP000 findings of those that fail. With
+    a hub, workers lower their shares meanwhile and the project is put in the same order."""
+    outcomes = {}
+    for source in loaded:
+        if hub is None or hub.mine(source):
+            outcomes[source.path] = shards.lower(project, source, budget)
+    if hub is not None:
+        for source, lowered in hub.collect(loaded):
+            if lowered is not None and lowered[0] == "failure":
+                outcomes[source.path] = ParseFailure(*lowered[1])
+            else:
+                if lowered is not None:
+                    project.lowered.prime(source.path.resolve(), lowered[1], lowered[2])
+                outcomes[source.path] = shards.lower(project, source, budget)  # parsed here if its worker was lost
+            hub.settle(source, outcomes[source.path])
+        ordered = (outcomes[source.path] for source in loaded)
+        project.replace_modules({m.path: m for m in ordered if isinstance(m, ProjectModule)})
+    return [_parse_error(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]
+
+
+def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, make_checker) -> shards.Hub | None:
+    """Workers for a cold run (shards.py), when enough files must be parsed to pay for them."""
+    if jobs <= 1 or not parallel_available():
+        return None
+    store = project.lowered
+    pending = [s for s in loaded if not store.has(s, module_identity(s.path.resolve())[1])]
+    if len(pending) < shards.MIN_FILES:
+        return None
+    return shards.Hub(project, pending, loaded, jobs, TreeBudget, make_checker)
 
 
 def _outside_digests(project: ProjectIndex) -> dict[str, str]:

@@ -71,6 +71,8 @@ class Statistics:
     programs_resolved: int = 0  # programs interpreted in this run rather than taken from the cache
     cache_hits: int = 0  # linted files whose per-file results came from the cache
     replayed: bool = False  # the whole result came from the cache
+    workers: int = 0  # processes besides the main one that parsed and checked a share of files
+    summaries_asked: int = 0  # summaries one process asked of another instead of parsing
 
 
 @dataclass

@@ -83,14 +83,34 @@ class LoweredStore:
         self._summarised: dict = {}  # path -> module, oldest first
         self._program_digests: dict = {}  # id(program) -> digest of its facts
         self._programs_seen: list = []
+        self._primed: dict = {}  # resolved path -> (IR, digest) found or sent ahead of `get`
+        # In a sharded run (shards.py): remote(module, kind, argument, compute) gives a summary,
+        # asking the process that has the module's tree instead of parsing it here.
+        self.remote = None
 
     def get(self, source: SourceFile, package: str | None):
-        found = self.cache.get("ir", _file_key(source, package)) if self.cache is not None else None
+        path = source.path.resolve()
+        found = self._primed.pop(path, None)
+        if found is None and self.cache is not None:
+            found = self.cache.get("ir", _file_key(source, package))
         if found is None:
             return None
         module_ir, ir_digest = found
-        self.ir_digests[source.path.resolve()] = ir_digest
+        self.ir_digests[path] = ir_digest
         return module_ir
+
+    def has(self, source: SourceFile, package: str | None) -> bool:
+        """Whether the IR of `source` is at hand (looked up once: `get` then takes it)."""
+        path = source.path.resolve()
+        if path not in self._primed and self.cache is not None:
+            found = self.cache.get("ir", _file_key(source, package))
+            if found is not None:
+                self._primed[path] = found
+        return path in self._primed
+
+    def prime(self, path, module_ir, ir_digest) -> None:
+        """IR lowered in another process (shards.py), for the next `get` of that path."""
+        self._primed[path] = (module_ir, ir_digest)
 
     def put(self, source: SourceFile, package: str | None, module_ir) -> None:
         ir_digest = structural_digest(module_ir)  # (the IR holds no sets)
@@ -109,11 +129,19 @@ class LoweredStore:
             if cached is not None:
                 found = cached[0]
             else:
-                found = compute()
+                found = compute() if self.remote is None else self.remote(module, kind, argument, compute)
                 if self.cache is not None:
                     self.cache.put("summary", key, (found,))  # boxed: a summary may be None
             self._summaries[memo_key] = found
         return found
+
+    def summaries_computed(self) -> dict:
+        return dict(self._summaries)
+
+    def add_summaries(self, found: dict) -> None:
+        """Summaries another process computed: so this one need not parse for them."""
+        for key, value in found.items():
+            self._summaries.setdefault(key, value)
 
     def parsed_for_summaries(self, module: ProjectModule) -> None:
         """A module parsed only to summarise it: keep the last few trees, drop older ones."""
@@ -262,7 +290,8 @@ class ModuleChecker:
         self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
         self.errors: list[str] = []
 
-    def run(self, jobs: int) -> list[Finding]:
+    def run(self, jobs: int, hub=None) -> list[Finding]:
+        """With a `hub` (shards.py), each module is checked in the process that has its tree."""
         project = self.context.project
         digests = Digests(project, self.context.programs, self.store) if self.cache is not None else None
         findings: list[Finding] = []
@@ -277,7 +306,8 @@ class ModuleChecker:
                 self.errors += cached[1]
             else:
                 todo.append(module)
-        for module, (found, errors, reads) in self._check_all(todo, jobs):
+        outcomes = hub.check(todo, self.context.programs, self.check) if hub is not None else self._check_all(todo, jobs)
+        for module, (found, errors, reads) in outcomes:
             findings += found
             self.errors += errors
             if self.cache is not None:

@@ -203,6 +203,15 @@ class ProjectIndex:
         self._resolved.clear()
         return module
 
+    def replace_modules(self, modules: dict) -> None:
+        """Put `modules` in place of the project's (another order, or rebuilt in a worker)."""
+        if modules is not self.modules:
+            self.modules.clear()
+            self.modules.update(modules)
+        self._named.clear()
+        self.inert_imports.clear()
+        self._resolved.clear()
+
     def modules_mentioning(self, word: str) -> list[ProjectModule]:
         """The modules whose text contains `word`: a cheap filter before reading their trees.
         Recorded as one read, so a cached result depends on which modules match, not on

@@ -1,0 +1,119 @@
+"""Sharded cold runs (shards.py): several processes parse and check their own shares, and the
+result is the one-process result, also when a worker fails."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchrepro_lint import shards
+from torchrepro_lint.cli import main
+
+# Op rules on one file ask where the helper is called from in the others (a "uses" summary of
+# each of them), so shares must ask each other; one file does not parse.
+FILES = {
+    "ops.py": """
+import torch.nn.functional as F
+
+def upsample(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear")
+
+def pooled(x):
+    return F.adaptive_max_pool2d(x, 1)
+""",
+    "train.py": """
+import torch
+from torch.utils.data import DataLoader
+from ops import upsample, pooled
+
+def main():
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    loader = DataLoader(range(8), num_workers=2)
+    x = torch.randn(1, 1, 4, 4, requires_grad=True)
+    upsample(x).sum().backward()
+    pooled(x).sum().backward()
+    buffer = torch.empty(3)
+    return buffer.sum(), loader
+
+if __name__ == "__main__":
+    main()
+""",
+    "broken.py": "def oops(:\n    pass\n",
+}
+# Filler modules so that each share has several files to parse.
+FILES.update({f"part{i}.py": f"from ops import upsample\n\ndef f{i}(x):\n    return upsample(x) * {i}\n" for i in range(8)})
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    monkeypatch.setattr(shards, "MIN_FILES", 3)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['ALL']\n")
+    for name, code in FILES.items():
+        (project / name).write_text(code.lstrip("\n"))
+    return project
+
+
+def _check(capsys, root: Path, *options: str):
+    code = main(["check", "--output-format", "json", "--statistics", *options, str(root)])
+    out, err = capsys.readouterr()
+    stats = json.loads(err.split("torchrepro-lint statistics: ", 1)[1].splitlines()[0])
+    return code, json.loads(out), stats
+
+
+def test_shares_report_what_one_process_reports(root, capsys):
+    code, alone, stats = _check(capsys, root, "--no-cache", "--jobs", "1")
+    assert code == 1 and stats["workers"] == 0
+    assert {f["code"] for f in alone} >= {"TRP000", "TRP301", "TRP402", "TRP501"}
+    for jobs in ("2", "3"):
+        code, sharded, stats = _check(capsys, root, "--no-cache", "--jobs", jobs)
+        assert sharded == alone
+        assert stats["workers"] == int(jobs) - 1
+        assert stats["summaries_asked"] >= 1  # a share asked another instead of parsing its file
+        assert stats["parsed"] == len(FILES) - 1  # each file that parses, parsed once
+
+
+def test_a_sharded_run_fills_the_cache_for_the_next(root, capsys):
+    cache = str(root.parent / "cache")
+    _, alone, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
+    _, cold, stats = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    assert cold == alone and stats["workers"] == 1
+    with (root / "part3.py").open("a") as handle:
+        handle.write("# a comment\n")
+    _, warm, stats = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    assert warm == alone
+    assert (stats["parsed"], stats["programs_resolved"], stats["workers"]) == (1, 0, 0)
+
+
+def _dies_at_once(connection, *args):
+    import os
+
+    os._exit(3)
+
+
+def _fails_after_lowering(*args):
+    raise RuntimeError("worker bug")
+
+
+@pytest.mark.parametrize(
+    "target, replacement",
+    [("_work", _dies_at_once), ("_rebuild", _fails_after_lowering)],
+    ids=["dies-before-lowering", "fails-before-checking"],
+)
+def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, target, replacement):
+    _, alone, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
+    monkeypatch.setattr(shards, target, replacement)
+    code, sharded, stats = _check(capsys, root, "--no-cache", "--jobs", "2")
+    assert code == 1 and sharded == alone
+    assert stats["workers"] == 1  # started, then lost: the main process did its share
+
+
+def test_deal_balances_by_size_largest_first():
+    from torchrepro_lint.source import SourceFile
+
+    sources = [SourceFile(Path(f"{n}.py"), "x" * n) for n in (5, 50, 20, 30, 1)]
+    owner = shards.deal(sources, 2)
+    load = [sum(len(s.text) for s, o in zip(sources, owner) if o == shard) for shard in (0, 1)]
+    assert owner[1] == 0 and sorted(load) == [51, 55]

@@ -1,0 +1,402 @@
+"""Cold runs on several cores: each process parses, lowers and checks its own share of files.
+
+A LibCST tree cannot be sent between processes (pickling one costs more than parsing it), and a
+file's tree is needed twice: to lower it to IR before the program model exists, and by the
+per-file rules after. So with `--jobs N` the files to parse are dealt into N shards, largest
+first; shard 0 is the main process's. Workers are forked before anything is parsed:
+
+1. Lowering. Each process lowers its shard, keeping its trees (within TREE_BUDGET). Workers
+   send their IR to the main process, which builds the project in file order and runs the
+   programs.
+2. Checking. Each worker receives the IR it lacks and the program facts, rebuilds the same
+   project around its own trees, and runs the per-file rules on its share while the main
+   process checks its own. A rule that needs a summary of a module in another shard
+   (project/summaries.py) asks for it instead of parsing that module: the main process routes
+   the question to the process that has the tree, which answers between two files, or while
+   it waits for an answer of its own. (Summaries never ask for other summaries, so a chain of
+   questions always ends.) Results come back as findings, errors and reads, as from
+   ModuleChecker, with the summaries each worker computed, for the cache's digests.
+
+A worker that dies or fails is replaced by the main process, which lowers, checks and
+summarises that shard itself: the result is the same, only slower.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import traceback
+from multiprocessing.connection import wait
+from pathlib import Path
+
+from torchrepro_lint.cache import dumps_with_modules, loads_with_modules
+from torchrepro_lint.project import summaries
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.source import PARSES, ParseFailure, SourceFile
+
+# Below this many files to parse, forking costs more than it saves.
+MIN_FILES = 24
+MAIN = 0
+
+
+class WorkerLost(Exception):
+    """A worker exited or failed: the main process does its share instead."""
+
+
+def deal(sources: list[SourceFile], shards: int) -> list[int]:
+    """The shard of each source: largest first, each to the least loaded shard."""
+    load = [0] * shards
+    owner = [0] * len(sources)
+    for i in sorted(range(len(sources)), key=lambda i: -len(sources[i].text)):
+        shard = min(range(shards), key=load.__getitem__)
+        owner[i] = shard
+        load[shard] += len(sources[i].text)
+    return owner
+
+
+# -- lowering, in every process ----------------------------------------------------------------
+def lower(project: ProjectIndex, source: SourceFile, budget):
+    """Add `source` to the project: its module, or the ParseFailure that stopped it."""
+    try:
+        module = project.add(source)
+    except RecursionError:
+        return ParseFailure("file is too deeply nested to analyse")
+    except ParseFailure as exc:
+        return exc
+    if budget is not None:
+        budget.after_indexing(module)
+    return module
+
+
+def _lowered_outcome(project: ProjectIndex, outcome):
+    """What a worker sends for one file: its IR and digest, or its parse failure."""
+    if isinstance(outcome, ParseFailure):
+        return ("failure", (outcome.message, outcome.row, outcome.column))
+    return ("ir", outcome._ir, project.lowered.ir_digests.get(outcome.path))
+
+
+# -- the main process's side -------------------------------------------------------------------
+class Hub:
+    """The worker processes of a sharded run, and the routing of summary questions."""
+
+    def __init__(self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, make_budget, make_checker) -> None:
+        self.project = project
+        self.owner = {source.path: shard for source, shard in zip(sources, deal(sources, jobs))}
+        self.workers: dict[int, _Worker] = {}
+        self.summaries_asked = 0
+        context = multiprocessing.get_context("fork")
+        for shard in range(1, jobs):
+            mine = [s for s in sources if self.owner[s.path] == shard]
+            if mine:
+                self.workers[shard] = _Worker.start(context, project, mine, known, make_budget, make_checker)
+        # resolved path -> shard, for routing questions (filled as the IR arrives)
+        self.shard_of: dict[Path, int] = {}
+        self._answers: dict = {}  # answers to the main process's own questions
+        self._done: dict[int, tuple] = {}
+
+    def mine(self, source: SourceFile) -> bool:
+        """Whether the main process lowers this source itself."""
+        return self.owner.get(source.path, MAIN) == MAIN
+
+    def collect(self, sources: list[SourceFile]):
+        """(source, IR outcome or None) for every source a worker lowered; None where the
+        worker was lost, so the caller lowers it itself."""
+        foreign = [source for source in sources if not self.mine(source)]
+        outcomes: dict[Path, tuple] = {}
+        for shard, worker in list(self.workers.items()):
+            try:
+                message = worker.receive()
+                if message[0] != "lowered":
+                    raise WorkerLost(message[1])
+                outcomes.update(message[1])
+            except WorkerLost:
+                self._lose(shard)
+        for source in foreign:
+            yield source, outcomes.get(source.path)
+
+    def settle(self, source: SourceFile, module) -> None:
+        """Where `source` was lowered: its tree lives in that process."""
+        shard = self.owner.get(source.path, MAIN)
+        if isinstance(module, ProjectModule) and shard in self.workers:
+            self.shard_of[module.path] = shard
+
+    # checking
+    def check(self, modules: list[ProjectModule], programs, main_check):
+        """Yield (module, (findings, errors, reads)) for every module in order, each checked
+        where its tree is; summaries the workers computed are merged into the main store."""
+        share: dict[int, list[ProjectModule]] = {shard: [] for shard in [MAIN, *self.workers]}
+        for module in modules:
+            share[self.shard_of.get(module.path, MAIN)].append(module)
+        spare = [m for m in share[MAIN] if not m.has_tree]  # no tree anywhere (IR from the cache)
+        for module in sorted(spare, key=lambda m: -len(m.source.text)):
+            shard = min(share, key=lambda s: sum(len(m.source.text) for m in share[s]))
+            if shard != MAIN:
+                share[MAIN].remove(module)
+                share[shard].append(module)
+        facts = dumps_with_modules(programs)
+        for shard, worker in list(self.workers.items()):
+            layout = self._layout(shard)
+            try:
+                worker.send(("check", layout, facts, [m.path for m in share[shard]]))
+            except WorkerLost:
+                self._lose(shard)
+        store = self.project.lowered
+        # Until close(): the program rules and the cache's digests may ask for summaries too.
+        store.remote = self._ask
+        results: dict[Path, tuple] = {}
+        for module in share[MAIN]:
+            self._pump(block=False)
+            results[module.path] = main_check(module)
+        while len(self._done) < len(self.workers):
+            self._pump(block=True)
+        for shard, (checked, computed, parses) in self._done.items():
+            PARSES[0] += parses
+            store.add_summaries(computed)
+            results.update(checked)
+        for module in modules:
+            if module.path not in results:  # its worker was lost: check it here
+                results[module.path] = main_check(module)
+            yield module, results[module.path]
+
+    def _layout(self, shard: int) -> list[tuple]:
+        """The main process's project, module by module in order, for a worker to rebuild: each
+        module's path, display path, linted flag, IR and digest, and its text where the worker
+        has never seen it (None for its own modules and the files read before it was forked)."""
+        store = self.project.lowered
+        worker_sources = self.workers[shard].known
+        out = []
+        for path, module in self.project.modules.items():
+            if self.shard_of.get(path) == shard:
+                out.append((path, None, module.linted, None, None, None))
+                continue
+            text = None if str(module.source.path) in worker_sources else module.source.text
+            out.append((path, str(module.source.path), module.linted, module._ir, store.ir_digests.get(path), text))
+        return out
+
+    def _ask(self, module: ProjectModule, kind: str, argument: str, compute):
+        shard = self.shard_of.get(module.path, MAIN)
+        if shard not in self.workers or module.has_tree:
+            return compute()
+        key = (module.path, kind, argument)
+        self.summaries_asked += 1
+        try:
+            self.workers[shard].send(("compute", key, MAIN))
+        except WorkerLost:
+            self._lose(shard)
+            return compute()
+        while key not in self._answers:
+            if shard not in self.workers:  # lost while we waited
+                return compute()
+            self._pump(block=True)
+        return self._answers.pop(key)
+
+    def _pump(self, block: bool) -> None:
+        """Handle the messages that have arrived (at least one if `block`)."""
+        by_connection = {w.connection: shard for shard, w in self.workers.items()}
+        if not by_connection:
+            return
+        for connection in wait(list(by_connection), timeout=None if block else 0):
+            shard = by_connection[connection]
+            try:
+                message = self.workers[shard].receive()
+            except WorkerLost:
+                self._lose(shard)
+                continue
+            self._handle(shard, message)
+
+    def _handle(self, shard: int, message) -> None:
+        kind = message[0]
+        if kind == "need":  # a worker's question: answer it here, or pass it to the tree's owner
+            key = message[1]
+            self.summaries_asked += 1
+            owner = self.shard_of.get(key[0], MAIN)
+            if owner in self.workers and owner != shard:
+                try:
+                    self.workers[owner].send(("compute", key, shard))
+                    return
+                except WorkerLost:
+                    self._lose(owner)
+            self._reply(shard, key, self._compute_here(key))
+        elif kind == "answer":
+            _, key, value, asker = message
+            if asker == MAIN:
+                self._answers[key] = value
+            else:
+                self._reply(asker, key, value)
+        elif kind == "done":
+            self._done[shard] = message[1:]
+        else:  # "failed"
+            self._lose(shard)
+
+    def _reply(self, shard: int, key, value) -> None:
+        worker = self.workers.get(shard)
+        if worker is None:
+            return  # it is gone; its share is checked here
+        try:
+            worker.send(("answer", key, value))
+        except WorkerLost:
+            self._lose(shard)
+
+    def _compute_here(self, key):
+        path, kind, argument = key
+        module = self.project.modules.get(path) or self.project.load_path(path)
+        return summaries.current(module, kind, argument)
+
+    def _lose(self, shard: int) -> None:
+        """A worker failed: the main process does its share (its IR, checks, answers)."""
+        worker = self.workers.pop(shard, None)
+        self._done.pop(shard, None)
+        if worker is not None:
+            worker.stop()
+        for path, owner in list(self.shard_of.items()):
+            if owner == shard:
+                del self.shard_of[path]
+        self.owner = {path: (MAIN if owner == shard else owner) for path, owner in self.owner.items()}
+
+    def close(self) -> None:
+        self.project.lowered.remote = None
+        for worker in self.workers.values():
+            worker.stop()
+        self.workers.clear()
+
+
+class _Worker:
+    """One forked worker, from the main process's side: a pipe."""
+
+    def __init__(self, process, connection, known: dict) -> None:
+        self.process, self.connection, self.known = process, connection, known
+
+    @classmethod
+    def start(cls, context, project, sources, known_sources, make_budget, make_checker) -> _Worker:
+        """Fork a worker for `sources`; it inherits `known_sources` (every file read so far), so
+        the project is later sent to it without their text."""
+        known = {str(s.path): s for s in known_sources}
+        ours, theirs = context.Pipe()
+        process = context.Process(
+            target=_work, args=(theirs, project, sources, known, make_budget, make_checker), daemon=True
+        )
+        process.start()
+        theirs.close()
+        return cls(process, ours, known)
+
+    def send(self, message) -> None:
+        try:
+            self.connection.send(message)
+        except (OSError, ValueError) as exc:
+            raise WorkerLost(f"worker gone: {exc!r}") from None
+
+    def receive(self):
+        try:
+            message = self.connection.recv()
+        except (EOFError, OSError) as exc:
+            raise WorkerLost(f"worker exited: {exc!r}") from None
+        if message[0] == "failed":
+            raise WorkerLost(message[1])
+        return message
+
+    def stop(self) -> None:
+        try:
+            self.connection.send(("stop",))
+        except (OSError, ValueError):
+            pass
+        self.connection.close()
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+
+
+# -- the worker's side -------------------------------------------------------------------------
+def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: dict, make_budget, make_checker) -> None:
+    before = PARSES[0]
+    try:
+        budget = make_budget()
+        own = {}
+        outcomes = {}
+        for source in sources:
+            outcome = lower(project, source, budget)
+            if isinstance(outcome, ProjectModule):
+                own[outcome.path] = outcome
+            outcomes[source.path] = _lowered_outcome(project, outcome)
+        connection.send(("lowered", outcomes))
+        message = connection.recv()
+        if message[0] != "check":
+            return
+        _, layout, facts, paths = message
+        _rebuild(project, own, known, layout)
+        programs = loads_with_modules(facts, project.modules)
+        questions = _Questions(connection, project, own)
+        project.lowered.remote = questions.ask
+        check = make_checker(project, programs, budget)
+        results = {}
+        for path in paths:
+            questions.serve()
+            results[path] = check(project.modules[path])
+        connection.send(("done", results, project.lowered.summaries_computed(), PARSES[0] - before))
+        questions.serve(until_stopped=True)  # others may still ask about our trees
+    except (EOFError, OSError, _Stopped):
+        pass
+    except BaseException:  # noqa: BLE001 - reported to the main process, which takes over
+        try:
+            connection.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+class _Stopped(Exception):
+    """The main process said stop."""
+
+
+class _Questions:
+    """A worker's side of the summary questions: asking for another shard's, answering for its own."""
+
+    def __init__(self, connection, project: ProjectIndex, own: dict) -> None:
+        self.connection, self.project, self.own = connection, project, own
+        self._answers: dict = {}
+
+    def ask(self, module: ProjectModule, kind: str, argument: str, compute):
+        if module.path in self.own or module.has_tree or module.path not in self.project.modules:
+            return compute()
+        key = (module.path, kind, argument)
+        self.connection.send(("need", key))
+        while key not in self._answers:
+            self._handle(self.connection.recv())
+        return self._answers.pop(key)
+
+    def serve(self, until_stopped: bool = False) -> None:
+        """Answer the questions that have arrived; with `until_stopped`, until told to stop."""
+        try:
+            while until_stopped or self.connection.poll():
+                self._handle(self.connection.recv())
+        except _Stopped:
+            if not until_stopped:
+                raise
+
+    def _handle(self, message) -> None:
+        kind = message[0]
+        if kind == "compute":
+            _, key, asker = message
+            path, summary_kind, argument = key
+            value = summaries.current(self.project.modules[path], summary_kind, argument)
+            self.connection.send(("answer", key, value, asker))
+        elif kind == "answer":
+            self._answers[message[1]] = message[2]
+        elif kind == "stop":
+            raise _Stopped
+
+
+def _rebuild(project: ProjectIndex, own: dict, known: dict, layout: list[tuple]) -> None:
+    """Make the worker's project the main process's: the same modules in the same order with the
+    same IR; the worker's own modules keep their trees."""
+    store = project.lowered
+    rebuilt = {}
+    for path, display, linted, module_ir, ir_digest, text in layout:
+        module = own.get(path)
+        if module is None:
+            source = known.get(display) if text is None else SourceFile(Path(display), text)
+            store.prime(path, module_ir, ir_digest)
+            module = project.add(source, linted=linted)
+        module.linted = linted
+        rebuilt[path] = module
+    project.replace_modules(rebuilt)
