@@ -2,11 +2,12 @@
 result is the one-process result, also when a worker fails."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from torchrepro_lint import shards
+from torchrepro_lint import shards, staging
 from torchrepro_lint.cli import main
 
 # Op rules on one file ask where the helper is called from in the others (a "uses" summary of
@@ -88,8 +89,6 @@ def test_a_sharded_run_fills_the_cache_for_the_next(root, capsys):
 
 
 def _dies_at_once(connection, *args):
-    import os
-
     os._exit(3)
 
 
@@ -97,17 +96,52 @@ def _fails_after_lowering(*args):
     raise RuntimeError("worker bug")
 
 
+def _in_workers_only(function):
+    """`function`, failing when called in a forked worker rather than in the main process."""
+    main_process = os.getpid()
+
+    def failing(*args, **kwargs):
+        if os.getpid() != main_process:
+            raise RuntimeError("worker bug")
+        return function(*args, **kwargs)
+
+    return failing
+
+
+def _fails_answering(handle):
+    def failing(self, message):
+        if message[0] == "compute":
+            raise RuntimeError("worker bug")
+        return handle(self, message)
+
+    return failing
+
+
 @pytest.mark.parametrize(
-    "target, replacement",
-    [("_work", _dies_at_once), ("_rebuild", _fails_after_lowering)],
-    ids=["dies-before-lowering", "fails-before-checking"],
+    "where, name, replacement, jobs",
+    [
+        (shards, "_work", _dies_at_once, "2"),
+        (shards, "_rebuild", _fails_after_lowering, "2"),
+        (staging.ProgramRunner, "run", _in_workers_only(staging.ProgramRunner.run), "2"),
+        (staging.ModuleChecker, "check", _in_workers_only(staging.ModuleChecker.check), "2"),
+        # a worker that fails answering another's question: that one gets its answer from main
+        (shards._Questions, "_handle", _fails_answering(shards._Questions._handle), "3"),
+    ],
+    ids=["dies-before-lowering", "fails-before-programs", "fails-in-programs", "fails-checking", "fails-answering"],
 )
-def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, target, replacement):
+def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, where, name, replacement, jobs):
     _, alone, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
-    monkeypatch.setattr(shards, target, replacement)
-    code, sharded, stats = _check(capsys, root, "--no-cache", "--jobs", "2")
+    monkeypatch.setattr(where, name, replacement)
+    code, sharded, stats = _check(capsys, root, "--no-cache", "--jobs", jobs)
     assert code == 1 and sharded == alone
-    assert stats["workers"] == 1  # started, then lost: the main process did its share
+    assert stats["workers"] == int(jobs) - 1  # started, then lost: the main process did their shares
+
+
+def test_programs_are_interpreted_once_whichever_process_takes_them(root, capsys):
+    _, _, alone = _check(capsys, root, "--no-cache", "--jobs", "1")
+    _, _, sharded = _check(capsys, root, "--no-cache", "--jobs", "2")
+    assert sharded["programs"] == alone["programs"] >= 1
+    assert sharded["programs_resolved"] == alone["programs_resolved"]
 
 
 def test_deal_balances_by_size_largest_first():

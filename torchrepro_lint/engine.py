@@ -128,16 +128,21 @@ def lint_sources(
     program_rules = [rule for rule in rules if _defines(rule, "check_programs")]
 
     def make_checker(project, programs, budget):
-        """A worker's check (shards.py): the per-file rules over its rebuilt project."""
         context = LintContext(project, programs, config)
         return ModuleChecker(context, module_rules, cache, configuration, project.lowered, stats, budget).check
 
-    hub = _start_hub(project, loaded, jobs, make_checker) if store is not None else None
+    # what a worker of a sharded run (shards.py) builds over its copy of the project
+    stages = shards.Stages(
+        TreeBudget, lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats), make_checker
+    )
+    hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
     stats.workers = len(hub.workers) if hub is not None else 0
     try:
         parse_failures += _lower_all(project, loaded, budget, hub)
+        if hub is not None:
+            hub.share_project()
         findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
-        programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts)
+        programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts, hub)
         context = LintContext(project, programs, config)
         checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
         findings += checker.run(jobs, hub)
@@ -148,6 +153,7 @@ def lint_sources(
     finally:
         if hub is not None:
             stats.summaries_asked = hub.summaries_asked
+            stats.programs_resolved += hub.programs_resolved
             hub.close()
 
     result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
@@ -178,7 +184,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub) -> 
     return [_parse_error(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]
 
 
-def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, make_checker) -> shards.Hub | None:
+def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stages) -> shards.Hub | None:
     """Workers for a cold run (shards.py), when enough files must be parsed to pay for them."""
     if jobs <= 1 or not parallel_available():
         return None
@@ -186,7 +192,7 @@ def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, make_
     pending = [s for s in loaded if not store.has(s, module_identity(s.path.resolve())[1])]
     if len(pending) < shards.MIN_FILES:
         return None
-    return shards.Hub(project, pending, loaded, jobs, TreeBudget, make_checker)
+    return shards.Hub(project, pending, loaded, jobs, stages)
 
 
 def _outside_digests(project: ProjectIndex) -> dict[str, str]:

@@ -6,19 +6,20 @@ per-file rules after. So with `--jobs N` the files to parse are dealt into N sha
 first; shard 0 is the main process's. Workers are forked before anything is parsed:
 
 1. Lowering. Each process lowers its shard, keeping its trees (within TREE_BUDGET). Workers
-   send their IR to the main process, which builds the project in file order and runs the
-   programs.
-2. Checking. Each worker receives the IR it lacks and the program facts, rebuilds the same
-   project around its own trees, and runs the per-file rules on its share while the main
-   process checks its own. A rule that needs a summary of a module in another shard
-   (project/summaries.py) asks for it instead of parsing that module: the main process routes
-   the question to the process that has the tree, which answers between two files, or while
-   it waits for an answer of its own. (Summaries never ask for other summaries, so a chain of
-   questions always ends.) Results come back as findings, errors and reads, as from
+   send their IR to the main process, which builds the project in file order and sends each
+   worker the IR it lacks, so that every process holds the same project.
+2. Programs. Every process takes the next program to interpret from a shared counter until
+   none is left; workers send the facts back (a program needs only IR, never a tree).
+3. Checking. Each worker receives the program facts and runs the per-file rules on its share
+   while the main process checks its own. A rule that needs a summary of a module in another
+   shard (project/summaries.py) asks for it instead of parsing that module: the main process
+   routes the question to the process that has the tree, which answers between two files, or
+   while it waits for an answer of its own. (Summaries never ask for other summaries, so a
+   chain of questions always ends.) Results come back as findings, errors and reads, as from
    ModuleChecker, with the summaries each worker computed, for the cache's digests.
 
-A worker that dies or fails is replaced by the main process, which lowers, checks and
-summarises that shard itself: the result is the same, only slower.
+A worker that dies or fails is replaced by the main process, which lowers, interprets, checks
+and summarises that shard itself: the result is the same, only slower.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
+from typing import Callable
 
 from torchrepro_lint.cache import dumps_with_modules, loads_with_modules
 from torchrepro_lint.project import summaries
@@ -79,19 +82,23 @@ def _lowered_outcome(project: ProjectIndex, outcome):
 class Hub:
     """The worker processes of a sharded run, and the routing of summary questions."""
 
-    def __init__(self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, make_budget, make_checker) -> None:
+    def __init__(self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, stages: Stages) -> None:
         self.project = project
         self.owner = {source.path: shard for source, shard in zip(sources, deal(sources, jobs))}
         self.workers: dict[int, _Worker] = {}
         self.summaries_asked = 0
+        self.programs_resolved = 0  # by the workers
         context = multiprocessing.get_context("fork")
+        self._next_program = context.Value("i", 0)  # shared: the next program anyone may take
         for shard in range(1, jobs):
             mine = [s for s in sources if self.owner[s.path] == shard]
             if mine:
-                self.workers[shard] = _Worker.start(context, project, mine, known, make_budget, make_checker)
+                self.workers[shard] = _Worker.start(context, project, mine, known, stages, self._next_program)
         # resolved path -> shard, for routing questions (filled as the IR arrives)
         self.shard_of: dict[Path, int] = {}
+        self._sent: dict[int, set] = {shard: set() for shard in self.workers}  # modules each worker has
         self._answers: dict = {}  # answers to the main process's own questions
+        self._forwarded: dict[int, set] = {}  # shard -> (question, asker) it has not answered yet
         self._done: dict[int, tuple] = {}
 
     def mine(self, source: SourceFile) -> bool:
@@ -120,6 +127,40 @@ class Hub:
         if isinstance(module, ProjectModule) and shard in self.workers:
             self.shard_of[module.path] = shard
 
+    def share_project(self) -> None:
+        """Send each worker the modules it lacks (after lowering, and before checking)."""
+        for shard, worker in list(self.workers.items()):
+            try:
+                worker.send(("project", self._layout(shard), list(self.project.modules)))
+            except WorkerLost:
+                self._lose(shard)
+
+    # programs
+    def run_programs(self, entries, run) -> list:
+        """The facts of every program entry, interpreted here and in the workers alike."""
+        jobs = [(e.module.path, e.as_main, e.function) for e in entries]
+        for shard, worker in list(self.workers.items()):
+            try:
+                worker.send(("programs", jobs))
+            except WorkerLost:
+                self._lose(shard)
+        facts: list = [None] * len(entries)
+        while (i := take(self._next_program)) < len(entries):
+            facts[i] = run(self.project, entries[i].module, entries[i].as_main, entries[i].function)
+        modules = _Modules(self.project)
+        for shard, worker in list(self.workers.items()):
+            try:
+                message = worker.receive()
+                for i, data in message[1].items():
+                    facts[i] = loads_with_modules(data, modules)
+                self.programs_resolved += message[2]
+            except (WorkerLost, KeyError):
+                self._lose(shard)
+        for i, entry in enumerate(entries):
+            if facts[i] is None:  # taken by a worker that was lost
+                facts[i] = run(self.project, entry.module, entry.as_main, entry.function)
+        return facts
+
     # checking
     def check(self, modules: list[ProjectModule], programs, main_check):
         """Yield (module, (findings, errors, reads)) for every module in order, each checked
@@ -135,9 +176,9 @@ class Hub:
                 share[shard].append(module)
         facts = dumps_with_modules(programs)
         for shard, worker in list(self.workers.items()):
-            layout = self._layout(shard)
+            layout = self._layout(shard)  # modules loaded since share_project
             try:
-                worker.send(("check", layout, facts, [m.path for m in share[shard]]))
+                worker.send(("check", layout, list(self.project.modules), facts, [m.path for m in share[shard]]))
             except WorkerLost:
                 self._lose(shard)
         store = self.project.lowered
@@ -159,16 +200,17 @@ class Hub:
             yield module, results[module.path]
 
     def _layout(self, shard: int) -> list[tuple]:
-        """The main process's project, module by module in order, for a worker to rebuild: each
-        module's path, display path, linted flag, IR and digest, and its text where the worker
-        has never seen it (None for its own modules and the files read before it was forked)."""
+        """The modules of the main process's project that worker `shard` has not been sent, for
+        it to add: each module's path, display path, linted flag, IR and digest, and its text
+        where the worker has never seen it (None for the files read before it was forked)."""
         store = self.project.lowered
         worker_sources = self.workers[shard].known
+        sent = self._sent[shard]
         out = []
         for path, module in self.project.modules.items():
-            if self.shard_of.get(path) == shard:
-                out.append((path, None, module.linted, None, None, None))
+            if path in sent or self.shard_of.get(path) == shard:
                 continue
+            sent.add(path)
             text = None if str(module.source.path) in worker_sources else module.source.text
             out.append((path, str(module.source.path), module.linted, module._ir, store.ir_digests.get(path), text))
         return out
@@ -213,12 +255,14 @@ class Hub:
             if owner in self.workers and owner != shard:
                 try:
                     self.workers[owner].send(("compute", key, shard))
+                    self._forwarded.setdefault(owner, set()).add((key, shard))
                     return
                 except WorkerLost:
                     self._lose(owner)
             self._reply(shard, key, self._compute_here(key))
         elif kind == "answer":
             _, key, value, asker = message
+            self._forwarded.get(shard, set()).discard((key, asker))
             if asker == MAIN:
                 self._answers[key] = value
             else:
@@ -252,6 +296,8 @@ class Hub:
             if owner == shard:
                 del self.shard_of[path]
         self.owner = {path: (MAIN if owner == shard else owner) for path, owner in self.owner.items()}
+        for key, asker in sorted(self._forwarded.pop(shard, ()), key=repr):  # questions it never answered
+            self._reply(asker, key, self._compute_here(key))
 
     def close(self) -> None:
         self.project.lowered.remote = None
@@ -267,13 +313,13 @@ class _Worker:
         self.process, self.connection, self.known = process, connection, known
 
     @classmethod
-    def start(cls, context, project, sources, known_sources, make_budget, make_checker) -> _Worker:
+    def start(cls, context, project, sources, known_sources, stages, next_program) -> _Worker:
         """Fork a worker for `sources`; it inherits `known_sources` (every file read so far), so
         the project is later sent to it without their text."""
         known = {str(s.path): s for s in known_sources}
         ours, theirs = context.Pipe()
         process = context.Process(
-            target=_work, args=(theirs, project, sources, known, make_budget, make_checker), daemon=True
+            target=_work, args=(theirs, project, sources, known, stages, next_program), daemon=True
         )
         process.start()
         theirs.close()
@@ -306,10 +352,10 @@ class _Worker:
 
 
 # -- the worker's side -------------------------------------------------------------------------
-def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: dict, make_budget, make_checker) -> None:
+def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: dict, stages: Stages, next_program) -> None:
     before = PARSES[0]
     try:
-        budget = make_budget()
+        budget = stages.budget()
         own = {}
         outcomes = {}
         for source in sources:
@@ -318,15 +364,25 @@ def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: d
                 own[outcome.path] = outcome
             outcomes[source.path] = _lowered_outcome(project, outcome)
         connection.send(("lowered", outcomes))
-        message = connection.recv()
-        if message[0] != "check":
-            return
-        _, layout, facts, paths = message
-        _rebuild(project, own, known, layout)
-        programs = loads_with_modules(facts, project.modules)
+
+        _, layout, order = _expect(connection, "project")
+        _rebuild(project, known, layout, order)
+        _, jobs = _expect(connection, "programs")
+        runner = stages.runner(project)
+        resolved_before = runner.stats.programs_resolved
+        facts = {}
+        while (i := take(next_program)) < len(jobs):
+            path, as_main, function = jobs[i]
+            module = project.modules.get(path) or project.load_path(path)
+            facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
+        connection.send(("facts", facts, runner.stats.programs_resolved - resolved_before))
+
+        _, layout, order, facts, paths = _expect(connection, "check")
+        _rebuild(project, known, layout, order)
+        programs = loads_with_modules(facts, _Modules(project))
         questions = _Questions(connection, project, own)
         project.lowered.remote = questions.ask
-        check = make_checker(project, programs, budget)
+        check = stages.checker(project, programs, budget)
         results = {}
         for path in paths:
             questions.serve()
@@ -342,6 +398,35 @@ def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: d
             pass
     finally:
         os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+def _expect(connection, kind: str) -> tuple:
+    message = connection.recv()
+    if message[0] != kind:
+        raise _Stopped  # "stop": the main process needs nothing more of this worker
+    return message
+
+
+def take(counter) -> int:
+    """The next number from a counter shared by all processes."""
+    with counter.get_lock():
+        value = counter.value
+        counter.value = value + 1
+    return value
+
+
+class _Modules:
+    """Modules by path, for unpickling facts: a module that another process loaded from disk
+    is loaded here too."""
+
+    def __init__(self, project: ProjectIndex) -> None:
+        self.project = project
+
+    def __getitem__(self, path: Path) -> ProjectModule:
+        module = self.project.modules.get(path) or self.project.load_path(path)
+        if module is None:
+            raise KeyError(path)
+        return module
 
 
 class _Stopped(Exception):
@@ -386,17 +471,25 @@ class _Questions:
             raise _Stopped
 
 
-def _rebuild(project: ProjectIndex, own: dict, known: dict, layout: list[tuple]) -> None:
-    """Make the worker's project the main process's: the same modules in the same order with the
-    same IR; the worker's own modules keep their trees."""
+def _rebuild(project: ProjectIndex, known: dict, layout: list[tuple], order: list[Path]) -> None:
+    """Make the worker's project the main process's: add the modules in `layout` with the IR
+    they were sent with, then put every module in the main process's `order` (a module only
+    this worker loaded goes last). The worker's own modules keep their trees."""
     store = project.lowered
-    rebuilt = {}
     for path, display, linted, module_ir, ir_digest, text in layout:
-        module = own.get(path)
-        if module is None:
-            source = known.get(display) if text is None else SourceFile(Path(display), text)
-            store.prime(path, module_ir, ir_digest)
-            module = project.add(source, linted=linted)
-        module.linted = linted
-        rebuilt[path] = module
-    project.replace_modules(rebuilt)
+        source = known.get(display) if text is None else SourceFile(Path(display), text)
+        store.prime(path, module_ir, ir_digest)
+        project.add(source, linted=linted)
+    modules = project.modules
+    ordered = {path: modules[path] for path in order if path in modules}
+    ordered.update((path, module) for path, module in modules.items() if path not in ordered)
+    project.replace_modules(ordered)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """How a worker builds what the engine would: (all called in the worker)."""
+
+    budget: Callable  # () -> TreeBudget
+    runner: Callable  # (project) -> ProgramRunner
+    checker: Callable  # (project, programs, budget) -> check(module) -> (findings, errors, reads)

@@ -27,7 +27,7 @@ from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_w
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import summaries
-from torchrepro_lint.project.programs import find_programs, interpret
+from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.source import PARSES, SourceFile
 
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
@@ -247,15 +247,20 @@ class Digests:
 
 
 class ProgramRunner:
-    """find_programs with each program's facts reused while the modules its run read are unchanged."""
+    """The programs, each program's facts reused while the modules its run read are unchanged."""
 
     def __init__(self, project: ProjectIndex, cache, configuration: str, store, stats) -> None:
         self.project, self.cache, self.configuration, self.store, self.stats = project, cache, configuration, store, stats
 
-    def find(self, console_scripts):
-        programs = find_programs(self.project, console_scripts, run=self.run)
-        self.stats.programs = len(programs)
-        return programs
+    def find(self, console_scripts, hub=None):
+        """Every program; with a `hub` (shards.py), interpreted by every process at once."""
+        entries = program_entries(self.project, console_scripts)
+        if hub is not None:
+            facts = hub.run_programs(entries, self.run)
+        else:
+            facts = [self.run(self.project, e.module, e.as_main, e.function) for e in entries]
+        self.stats.programs = len(entries)
+        return [entry.program(found) for entry, found in zip(entries, facts)]
 
     def run(self, project, module, as_main, function=None):
         if self.cache is None:

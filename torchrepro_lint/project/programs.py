@@ -32,29 +32,46 @@ def interpret(project: ProjectIndex, module: ProjectModule, as_main: bool, funct
     return Interpreter(project, module).run_module(as_main=as_main, function=function)
 
 
+@dataclass(frozen=True)
+class Entry:
+    """A program before it runs: where it starts and how."""
+
+    module: ProjectModule
+    kind: str
+    anchor_ref: int | None
+    as_main: bool
+    function: str | None = None
+    imported: bool = False
+
+    def program(self, facts: Facts) -> Program:
+        return Program(self.module, self.kind, self.anchor_ref, facts, self.function, self.imported)
+
+
 def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None, run=interpret) -> list[Program]:
     """Every program of the project; `run(project, module, as_main, function)` computes a
     program's facts (the engine passes one that reuses cached facts)."""
-    programs: list[Program] = []
+    return [e.program(run(project, e.module, e.as_main, e.function)) for e in program_entries(project, console_scripts)]
+
+
+def program_entries(project: ProjectIndex, console_scripts: dict[str, str] | None = None) -> list[Entry]:
+    """Every program's entry, in a fixed order; found from the IR alone (no program runs)."""
+    entries: list[Entry] = []
     imported = project.imported_by_project()
     for module in project.linted_modules:
         guard = module.ir.main_guard
         if guard is not None or module.is_dunder_main:
             kind = "main-guard" if guard is not None else "dunder-main"
-            facts = run(project, module, True)
-            programs.append(Program(module, kind, guard, facts, imported=module.path in imported))
+            entries.append(Entry(module, kind, guard, True, imported=module.path in imported))
         elif module.ir.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
             if module.path not in imported:
-                facts = run(project, module, True)
-                programs.append(Program(module, "script", None, facts))
+                entries.append(Entry(module, "script", None, True))
     for target in (console_scripts or {}).values():
         module_name, _, function = target.partition(":")
         module = _module_from_root(project, module_name.strip())
         if module is not None and module.linted and function:
-            facts = run(project, module, False, function.strip())
             symbol = module.ir.functions.get(function.strip())
-            programs.append(Program(module, "console-script", symbol.ref if symbol else None, facts, function.strip()))
-    return programs
+            entries.append(Entry(module, "console-script", symbol.ref if symbol else None, False, function.strip()))
+    return entries
 
 
 def _module_from_root(project: ProjectIndex, name: str) -> ProjectModule | None:
