@@ -154,6 +154,7 @@ def lint_sources(
         if hub is not None:
             stats.summaries_asked = hub.summaries_asked
             stats.programs_resolved += hub.programs_resolved
+            stats.workers_peak_rss_mib = hub.peak_rss_mib
             hub.close()
 
     result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)

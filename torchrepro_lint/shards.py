@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -88,6 +89,7 @@ class Hub:
         self.workers: dict[int, _Worker] = {}
         self.summaries_asked = 0
         self.programs_resolved = 0  # by the workers
+        self.peak_rss_mib = 0  # the largest worker's, when it finished checking
         context = multiprocessing.get_context("fork")
         self._next_program = context.Value("i", 0)  # shared: the next program anyone may take
         for shard in range(1, jobs):
@@ -190,8 +192,9 @@ class Hub:
             results[module.path] = main_check(module)
         while len(self._done) < len(self.workers):
             self._pump(block=True)
-        for shard, (checked, computed, parses) in self._done.items():
+        for shard, (checked, computed, parses, peak_rss) in self._done.items():
             PARSES[0] += parses
+            self.peak_rss_mib = max(self.peak_rss_mib, peak_rss)
             store.add_summaries(computed)
             results.update(checked)
         for module in modules:
@@ -387,7 +390,7 @@ def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: d
         for path in paths:
             questions.serve()
             results[path] = check(project.modules[path])
-        connection.send(("done", results, project.lowered.summaries_computed(), PARSES[0] - before))
+        connection.send(("done", results, project.lowered.summaries_computed(), PARSES[0] - before, _peak_rss_mib()))
         questions.serve(until_stopped=True)  # others may still ask about our trees
     except (EOFError, OSError, _Stopped):
         pass
@@ -398,6 +401,15 @@ def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: d
             pass
     finally:
         os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+def _peak_rss_mib() -> int:
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak >> 20 if sys.platform == "darwin" else peak >> 10  # bytes there, KiB elsewhere
 
 
 def _expect(connection, kind: str) -> tuple:
