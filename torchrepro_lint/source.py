@@ -113,26 +113,25 @@ def _no_validation(node) -> None:
 class SourceFile:
     path: Path  # as given or discovered; used for display
     text: str
-    # Set while parsing: CPython's tree (statement lines for spans) and, by ModuleIndex, the
-    # child -> parent map of the LibCST tree.
+    # CPython's tree (statement lines for spans), made when a finding is placed; and, set by
+    # ModuleIndex, the child -> parent map of the LibCST tree.
     syntax_tree: ast.Module | None = field(default=None, repr=False)
     parents: dict | None = field(default=None, repr=False)
     _spans: StatementSpans | None = field(default=None, repr=False)
+    _compiles: bool = field(default=False, repr=False)  # CPython's parser accepted it
 
     @cached_property
     def module(self) -> cst.Module:
-        """Parse once with LibCST, behind CPython's own parser (about 6% of LibCST's cost).
+        """Parse with LibCST, the first time behind CPython's own parser (about 6% of LibCST's
+        cost; a tree dropped within budget is parsed again without it).
 
         CPython gives precise syntax-error positions, and it refuses pathologically deep code
         (an 8000-term expression) that would crash LibCST's native parser outright.
         Raises ParseFailure.
         """
-        try:
-            self.syntax_tree = compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
-        except SyntaxError as error:
-            raise ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
-        except (RecursionError, MemoryError, ValueError):
-            raise ParseFailure("file is too deeply nested to parse") from None
+        if not self._compiles:
+            self._compile()  # not kept: CPython's tree is needed only where a finding is placed
+            self._compiles = True
         import libcst as cst
 
         PARSES[0] += 1
@@ -144,6 +143,14 @@ class SourceFile:
                 f"LibCST cannot parse this file ({first}); it was not checked", error.raw_line, error.raw_column + 1
             ) from None
         except RecursionError:
+            raise ParseFailure("file is too deeply nested to parse") from None
+
+    def _compile(self) -> ast.Module:
+        try:
+            return compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except SyntaxError as error:
+            raise ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
+        except (RecursionError, MemoryError, ValueError):
             raise ParseFailure("file is too deeply nested to parse") from None
 
     def drop_tree(self) -> None:
@@ -162,7 +169,10 @@ class SourceFile:
         if self._spans is None:
             from torchrepro_lint.positions import StatementSpans
 
-            self._spans = StatementSpans(self.text, self.module, self.syntax_tree, self.parents)
+            tree = self.module
+            if self.syntax_tree is None:
+                self.syntax_tree = self._compile()
+            self._spans = StatementSpans(self.text, tree, self.syntax_tree, self.parents)
         return self._spans.span(node)
 
     def is_suppressed(self, code: str, row: int) -> bool:

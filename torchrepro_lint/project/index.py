@@ -176,6 +176,7 @@ class ProjectIndex:
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
+    _roots: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
@@ -185,6 +186,9 @@ class ProjectIndex:
         Raises source.ParseFailure if it does not parse."""
         path = source.path.resolve()
         name, package, search_root = module_identity(path)
+        # One object per root: resolution memos key on it millions of times, and equal paths
+        # that are one object compare without pathlib's slow __eq__.
+        search_root = self._roots.setdefault(search_root, search_root)
         found = self.lowered.get(source, package) if self.lowered is not None else None
         if found is not None:
             module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers, store=self.lowered)

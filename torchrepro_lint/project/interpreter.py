@@ -16,6 +16,7 @@ decide. Two mechanisms keep it precise on real code:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
@@ -557,10 +558,14 @@ def _instances(statements) -> set[str]:
 _UNKNOWN = object()
 
 
-def _imported_names(statement: ir.ImportModule) -> list[str]:
-    parts = statement.module.split(".")
-    names = [".".join(parts[: i + 1]) for i in range(len(parts))]
-    return names + [f"{statement.module}.{n}" for n in statement.names]
+def _imported_names(statement: ir.ImportModule) -> tuple[str, ...]:
+    return _names_imported(statement.module, statement.names)
+
+
+@lru_cache(maxsize=65536)  # every program walks the same imports again
+def _names_imported(module: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    parts = module.split(".")
+    return tuple(".".join(parts[: i + 1]) for i in range(len(parts))) + tuple(f"{module}.{n}" for n in names)
 
 
 def _condition_key(value) -> tuple[str, bool]:
@@ -582,6 +587,8 @@ def _assume(state: PathState, key: str, truth: bool) -> PathState | None:
         return state
     if (key, not truth) in state.assumptions:
         return None  # this arm contradicts what the path already took
+    if (key, truth) in state.assumptions:
+        return state  # (the same state: a copy would cost an allocation and a hash later)
     return state.evolve(assumptions=state.assumptions | {(key, truth)})
 
 
@@ -601,6 +608,8 @@ def _split(value, state: PathState):
 
 
 def _bounded(states: list[PathState]) -> list[PathState]:
+    if len(states) < 2:
+        return states  # most paths never split: no hashing
     unique = list(dict.fromkeys(states))
     if len(unique) > MAX_STATES:
         # Forget path assumptions before forgetting facts.

@@ -48,7 +48,7 @@ def current(module: ProjectModule, kind: str, argument: str = ""):
         had_tree = module.has_tree
         with unrecorded():
             found = compute(module, argument)
-        if not had_tree:
+        if not had_tree and module.has_tree:
             store.parsed_for_summaries(module)  # kept a while: other summaries are often asked next
         return found
 

@@ -210,6 +210,8 @@ def one_pass(dataset, model):
 
 @summary_kind("calls set_epoch")
 def _calls_set_epoch(module, _argument: str = "") -> bool:
+    if "set_epoch" not in module.source.text:
+        return False  # the call spells it: no need to parse the module to know
     return any(
         isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "set_epoch"
         for site in module.index.calls
@@ -218,6 +220,8 @@ def _calls_set_epoch(module, _argument: str = "") -> bool:
 
 @summary_kind("epoch loop")
 def _has_epoch_loop(module, _argument: str = "") -> bool:
+    if "epoch" not in module.source.text.lower():
+        return False  # the loop's code is a slice of the text: no need to parse the module
     code = module.source.module.code_for_node
     for node in module.index.parents:
         if isinstance(node, cst.For):
