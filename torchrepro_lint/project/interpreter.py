@@ -30,8 +30,25 @@ MAX_STATES = 64
 Site = tuple  # (ProjectModule, ref): a node in some module
 
 
+class _HashedOnce:
+    """A frozen dataclass whose hash is computed once per object: path states are deduplicated
+    millions of times a run on a large project, and each hash walked every field, occurrences
+    included. The hash is not pickled (string hashes differ between processes)."""
+
+    def __hash__(self) -> int:
+        found = self.__dict__.get("_hash")
+        if found is None:
+            found = self.__dict__["_hash"] = hash(self._fields())
+        return found
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+
 @dataclass(frozen=True)
-class Occurrence:
+class Occurrence(_HashedOnce):
     """An effect as it happened in a program: where it is, and where to report it."""
 
     site: Site  # the statement itself
@@ -40,9 +57,14 @@ class Occurrence:
     guards: frozenset = frozenset()  # runtime conditions it happened under
     ordered: bool = True  # False inside callbacks (worker_init_fn, hooks): run at an unknown time
 
+    __hash__ = _HashedOnce.__hash__  # (dataclass keeps a __hash__ the class defines itself)
+
+    def _fields(self) -> tuple:
+        return (self.site, self.anchor, self.detail, self.guards, self.ordered)
+
 
 @dataclass(frozen=True)
-class PathState:
+class PathState(_HashedOnce):
     torch_seeded: bool = False
     consumed: Occurrence | None = None  # first torch draw before any seed on this path
     claim: Occurrence | None = None
@@ -52,10 +74,19 @@ class PathState:
     spawn_method: bool = False
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
 
+    __hash__ = _HashedOnce.__hash__
+
+    def _fields(self) -> tuple:
+        return (
+            self.torch_seeded, self.consumed, self.claim, self.det_mode, self.benchmark, self.cublas,
+            self.spawn_method, self.assumptions,
+        )
+
     def evolve(self, **changes) -> PathState:
         """dataclasses.replace without its per-call field checks: called ~500k times a run."""
         new = object.__new__(PathState)
         new.__dict__.update(self.__dict__, **changes)
+        new.__dict__.pop("_hash", None)  # another state: its own hash
         return new
 
 
@@ -194,7 +225,7 @@ class Interpreter:
         returned: list[PathState] = []
         for truth, body in ((True, branch.then), (False, branch.orelse)):
             wanted = truth == polarity  # truth of the key itself on this arm
-            arm = [s for s in (_assume(s, key, wanted) for s in states) if s is not None]
+            arm = _assume_all(states, key, wanted)
             if not arm:
                 continue
             if key:
@@ -590,6 +621,20 @@ def _assume(state: PathState, key: str, truth: bool) -> PathState | None:
     if (key, truth) in state.assumptions:
         return state  # (the same state: a copy would cost an allocation and a hash later)
     return state.evolve(assumptions=state.assumptions | {(key, truth)})
+
+
+def _assume_all(states: list[PathState], key: str, truth: bool) -> list[PathState]:
+    """`_assume` over many states (the hot loop of every branch)."""
+    if not key:
+        return list(states)
+    held, contradicted = (key, truth), (key, not truth)
+    out = []
+    for state in states:
+        assumptions = state.assumptions
+        if contradicted in assumptions:
+            continue
+        out.append(state if held in assumptions else state.evolve(assumptions=assumptions | {held}))
+    return out
 
 
 def _split(value, state: PathState):
