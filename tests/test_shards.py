@@ -142,12 +142,3 @@ def test_programs_are_interpreted_once_whichever_process_takes_them(root, capsys
     _, _, sharded = _check(capsys, root, "--no-cache", "--jobs", "2")
     assert sharded["programs"] == alone["programs"] >= 1
     assert sharded["programs_resolved"] == alone["programs_resolved"]
-
-
-def test_deal_balances_by_size_largest_first():
-    from torchrepro_lint.source import SourceFile
-
-    sources = [SourceFile(Path(f"{n}.py"), "x" * n) for n in (5, 50, 20, 30, 1)]
-    owner = shards.deal(sources, 2)
-    load = [sum(len(s.text) for s, o in zip(sources, owner) if o == shard) for shard in (0, 1)]
-    assert owner[1] == 0 and sorted(load) == [51, 55]

@@ -168,18 +168,18 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub) -> 
     """Add every source to the project, in order; the TRP000 findings of those that fail. With
     a hub, workers lower their shares meanwhile and the project is put in the same order."""
     outcomes = {}
-    for source in loaded:
-        if hub is None or hub.mine(source):
-            outcomes[source.path] = shards.lower(project, source, budget)
     if hub is not None:
-        for source, lowered in hub.collect(loaded):
-            if lowered is not None and lowered[0] == "failure":
+        for source in hub.my_share():
+            outcomes[source.path] = shards.lower(project, source, budget)
+        for source, lowered in hub.collect():
+            if lowered[0] == "failure":
                 outcomes[source.path] = ParseFailure(*lowered[1])
             else:
-                if lowered is not None:
-                    project.lowered.prime(source.path.resolve(), lowered[1], lowered[2])
-                outcomes[source.path] = shards.lower(project, source, budget)  # parsed here if its worker was lost
-            hub.settle(source, outcomes[source.path])
+                project.lowered.prime(source.path.resolve(), lowered[1], lowered[2])
+    for source in loaded:  # the rest: from the workers' IR, the cache's, or lowered here
+        if source.path not in outcomes:
+            outcomes[source.path] = shards.lower(project, source, budget)
+    if hub is not None:  # the order a one-process run adds them in (rules and programs iterate over it)
         ordered = (outcomes[source.path] for source in loaded)
         project.replace_modules({m.path: m for m in ordered if isinstance(m, ProjectModule)})
     return [_parse_error(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]

@@ -2,24 +2,26 @@
 
 A LibCST tree cannot be sent between processes (pickling one costs more than parsing it), and a
 file's tree is needed twice: to lower it to IR before the program model exists, and by the
-per-file rules after. So with `--jobs N` the files to parse are dealt into N shards, largest
-first; shard 0 is the main process's. Workers are forked before anything is parsed:
+per-file rules after. So with `--jobs N`, N - 1 workers are forked before anything is parsed,
+and every process takes work from counters they share, largest files first, so that their
+shares end together:
 
-1. Lowering. Each process lowers its shard, keeping its trees (within TREE_BUDGET). Workers
-   send their IR to the main process, which builds the project in file order and sends each
-   worker the IR it lacks, so that every process holds the same project.
-2. Programs. Every process takes the next program to interpret from a shared counter until
-   none is left; workers send the facts back (a program needs only IR, never a tree).
-3. Checking. Each worker receives the program facts and runs the per-file rules on its share
-   while the main process checks its own. A rule that needs a summary of a module in another
-   shard (project/summaries.py) asks for it instead of parsing that module: the main process
-   routes the question to the process that has the tree, which answers between two files, or
-   while it waits for an answer of its own. (Summaries never ask for other summaries, so a
-   chain of questions always ends.) Results come back as findings, errors and reads, as from
-   ModuleChecker, with the summaries each worker computed, for the cache's digests.
+1. Lowering. Each process lowers the files it takes, keeping their trees (within TREE_BUDGET).
+   Workers send their IR to the main process, which builds the project in file order and sends
+   each worker the IR it lacks, so that every process holds the same project.
+2. Programs. Every process takes the next program to interpret until none is left; workers
+   send the facts back (a program needs only IR, never a tree).
+3. Checking. Each worker receives the program facts and runs the per-file rules on the files
+   whose trees it kept, then on files whose tree nobody kept, taken like the rest. A rule that
+   needs a summary of a module lowered elsewhere (project/summaries.py) asks for it instead of
+   parsing that module: the main process routes the question to the process that lowered it,
+   which answers between two files, or while it waits for an answer of its own. (Summaries
+   never ask for other summaries, so a chain of questions always ends.) Results come back as
+   findings, errors and reads, as from ModuleChecker, with the summaries each worker computed,
+   for the cache's digests.
 
 A worker that dies or fails is replaced by the main process, which lowers, interprets, checks
-and summarises that shard itself: the result is the same, only slower.
+and summarises what that worker would have: the result is the same, only slower.
 """
 
 from __future__ import annotations
@@ -47,17 +49,6 @@ class WorkerLost(Exception):
     """A worker exited or failed: the main process does its share instead."""
 
 
-def deal(sources: list[SourceFile], shards: int) -> list[int]:
-    """The shard of each source: largest first, each to the least loaded shard."""
-    load = [0] * shards
-    owner = [0] * len(sources)
-    for i in sorted(range(len(sources)), key=lambda i: -len(sources[i].text)):
-        shard = min(range(shards), key=load.__getitem__)
-        owner[i] = shard
-        load[shard] += len(sources[i].text)
-    return owner
-
-
 # -- lowering, in every process ----------------------------------------------------------------
 def lower(project: ProjectIndex, source: SourceFile, budget):
     """Add `source` to the project: its module, or the ParseFailure that stopped it."""
@@ -73,10 +64,11 @@ def lower(project: ProjectIndex, source: SourceFile, budget):
 
 
 def _lowered_outcome(project: ProjectIndex, outcome):
-    """What a worker sends for one file: its IR and digest, or its parse failure."""
+    """What a worker sends for one file: its IR and digest and whether it kept the tree, or
+    its parse failure."""
     if isinstance(outcome, ParseFailure):
         return ("failure", (outcome.message, outcome.row, outcome.column))
-    return ("ir", outcome._ir, project.lowered.ir_digests.get(outcome.path))
+    return ("ir", outcome._ir, project.lowered.ir_digests.get(outcome.path), outcome.has_tree)
 
 
 # -- the main process's side -------------------------------------------------------------------
@@ -85,49 +77,56 @@ class Hub:
 
     def __init__(self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, stages: Stages) -> None:
         self.project = project
-        self.owner = {source.path: shard for source, shard in zip(sources, deal(sources, jobs))}
+        # Largest first, each to whichever process is free: the shares end together.
+        self.pending = sorted(sources, key=lambda source: -len(source.text))
         self.workers: dict[int, _Worker] = {}
         self.summaries_asked = 0
         self.programs_resolved = 0  # by the workers
         self.peak_rss_mib = 0  # the largest worker's, when it finished checking
         context = multiprocessing.get_context("fork")
-        self._next_program = context.Value("i", 0)  # shared: the next program anyone may take
+        # Shared by all processes: the next file to lower, program to interpret, and file
+        # without a tree to check.
+        self._next = {stage: context.Value("i", 0) for stage in ("file", "program", "check")}
         for shard in range(1, jobs):
-            mine = [s for s in sources if self.owner[s.path] == shard]
-            if mine:
-                self.workers[shard] = _Worker.start(context, project, mine, known, stages, self._next_program)
-        # resolved path -> shard, for routing questions (filled as the IR arrives)
+            self.workers[shard] = _Worker.start(context, project, self.pending, known, stages, self._next)
+        # resolved path -> the shard that lowered it (questions about it go there)
         self.shard_of: dict[Path, int] = {}
+        self.kept: set[Path] = set()  # modules whose tree a worker kept after lowering
         self._sent: dict[int, set] = {shard: set() for shard in self.workers}  # modules each worker has
         self._answers: dict = {}  # answers to the main process's own questions
         self._forwarded: dict[int, set] = {}  # shard -> (question, asker) it has not answered yet
         self._done: dict[int, tuple] = {}
 
-    def mine(self, source: SourceFile) -> bool:
-        """Whether the main process lowers this source itself."""
-        return self.owner.get(source.path, MAIN) == MAIN
+    def my_share(self):
+        """The files the main process lowers: taken one by one while the workers take theirs."""
+        while (i := take(self._next["file"])) < len(self.pending):
+            yield self.pending[i]
 
-    def collect(self, sources: list[SourceFile]):
-        """(source, IR outcome or None) for every source a worker lowered; None where the
+    def collect(self):
+        """(source, outcome) for every file to parse that the main process did not lower: its
+        IR and digest, or its parse failure, from the worker that lowered it; None where that
         worker was lost, so the caller lowers it itself."""
-        foreign = [source for source in sources if not self.mine(source)]
         outcomes: dict[Path, tuple] = {}
         for shard, worker in list(self.workers.items()):
             try:
                 message = worker.receive()
                 if message[0] != "lowered":
                     raise WorkerLost(message[1])
-                outcomes.update(message[1])
             except WorkerLost:
                 self._lose(shard)
-        for source in foreign:
-            yield source, outcomes.get(source.path)
-
-    def settle(self, source: SourceFile, module) -> None:
-        """Where `source` was lowered: its tree lives in that process."""
-        shard = self.owner.get(source.path, MAIN)
-        if isinstance(module, ProjectModule) and shard in self.workers:
-            self.shard_of[module.path] = shard
+                continue
+            for path, outcome in message[1].items():
+                outcomes[path] = (shard, outcome)
+        for source in self.pending:
+            found = outcomes.get(source.path)
+            if found is None:
+                continue  # lowered here, or lost
+            shard, outcome = found
+            if outcome[0] == "ir":
+                self.shard_of[source.path.resolve()] = shard
+                if outcome[3]:
+                    self.kept.add(source.path.resolve())
+            yield source, outcome
 
     def share_project(self) -> None:
         """Send each worker the modules it lacks (after lowering, and before checking)."""
@@ -147,7 +146,7 @@ class Hub:
             except WorkerLost:
                 self._lose(shard)
         facts: list = [None] * len(entries)
-        while (i := take(self._next_program)) < len(entries):
+        while (i := take(self._next["program"])) < len(entries):
             facts[i] = run(self.project, entries[i].module, entries[i].as_main, entries[i].function)
         modules = _Modules(self.project)
         for shard, worker in list(self.workers.items()):
@@ -167,20 +166,24 @@ class Hub:
     def check(self, modules: list[ProjectModule], programs, main_check):
         """Yield (module, (findings, errors, reads)) for every module in order, each checked
         where its tree is; summaries the workers computed are merged into the main store."""
+        # A module is checked where its tree is; those without a tree anywhere (dropped within
+        # budget, or IR from the cache) by whichever process is free, largest first.
         share: dict[int, list[ProjectModule]] = {shard: [] for shard in [MAIN, *self.workers]}
+        treeless = []
         for module in modules:
-            share[self.shard_of.get(module.path, MAIN)].append(module)
-        spare = [m for m in share[MAIN] if not m.has_tree]  # no tree anywhere (IR from the cache)
-        for module in sorted(spare, key=lambda m: -len(m.source.text)):
-            shard = min(share, key=lambda s: sum(len(m.source.text) for m in share[s]))
-            if shard != MAIN:
-                share[MAIN].remove(module)
+            shard = self.shard_of.get(module.path, MAIN)
+            if module.path in self.kept and shard in share or shard == MAIN and module.has_tree:
                 share[shard].append(module)
+            else:
+                treeless.append(module)
+        treeless.sort(key=lambda m: -len(m.source.text))
         facts = dumps_with_modules(programs)
         for shard, worker in list(self.workers.items()):
             layout = self._layout(shard)  # modules loaded since share_project
             try:
-                worker.send(("check", layout, list(self.project.modules), facts, [m.path for m in share[shard]]))
+                worker.send(
+                    ("check", layout, list(self.project.modules), facts, [m.path for m in share[shard]], [m.path for m in treeless])
+                )
             except WorkerLost:
                 self._lose(shard)
         store = self.project.lowered
@@ -190,6 +193,9 @@ class Hub:
         for module in share[MAIN]:
             self._pump(block=False)
             results[module.path] = main_check(module)
+        while (i := take(self._next["check"])) < len(treeless):
+            self._pump(block=False)
+            results[treeless[i].path] = main_check(treeless[i])
         while len(self._done) < len(self.workers):
             self._pump(block=True)
         for shard, (checked, computed, parses, peak_rss) in self._done.items():
@@ -298,7 +304,7 @@ class Hub:
         for path, owner in list(self.shard_of.items()):
             if owner == shard:
                 del self.shard_of[path]
-        self.owner = {path: (MAIN if owner == shard else owner) for path, owner in self.owner.items()}
+                self.kept.discard(path)
         for key, asker in sorted(self._forwarded.pop(shard, ()), key=repr):  # questions it never answered
             self._reply(asker, key, self._compute_here(key))
 
@@ -316,14 +322,12 @@ class _Worker:
         self.process, self.connection, self.known = process, connection, known
 
     @classmethod
-    def start(cls, context, project, sources, known_sources, stages, next_program) -> _Worker:
-        """Fork a worker for `sources`; it inherits `known_sources` (every file read so far), so
-        the project is later sent to it without their text."""
+    def start(cls, context, project, pending, known_sources, stages, counters) -> _Worker:
+        """Fork a worker to take from `pending`; it inherits `known_sources` (every file read so
+        far), so the project is later sent to it without their text."""
         known = {str(s.path): s for s in known_sources}
         ours, theirs = context.Pipe()
-        process = context.Process(
-            target=_work, args=(theirs, project, sources, known, stages, next_program), daemon=True
-        )
+        process = context.Process(target=_work, args=(theirs, project, pending, known, stages, counters), daemon=True)
         process.start()
         theirs.close()
         return cls(process, ours, known)
@@ -355,13 +359,14 @@ class _Worker:
 
 
 # -- the worker's side -------------------------------------------------------------------------
-def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: dict, stages: Stages, next_program) -> None:
+def _work(connection, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters) -> None:
     before = PARSES[0]
     try:
         budget = stages.budget()
         own = {}
         outcomes = {}
-        for source in sources:
+        while (i := take(counters["file"])) < len(pending):
+            source = pending[i]
             outcome = lower(project, source, budget)
             if isinstance(outcome, ProjectModule):
                 own[outcome.path] = outcome
@@ -374,13 +379,13 @@ def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: d
         runner = stages.runner(project)
         resolved_before = runner.stats.programs_resolved
         facts = {}
-        while (i := take(next_program)) < len(jobs):
+        while (i := take(counters["program"])) < len(jobs):
             path, as_main, function = jobs[i]
             module = project.modules.get(path) or project.load_path(path)
             facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
         connection.send(("facts", facts, runner.stats.programs_resolved - resolved_before))
 
-        _, layout, order, facts, paths = _expect(connection, "check")
+        _, layout, order, facts, paths, treeless = _expect(connection, "check")
         _rebuild(project, known, layout, order)
         programs = loads_with_modules(facts, _Modules(project))
         questions = _Questions(connection, project, own)
@@ -390,6 +395,9 @@ def _work(connection, project: ProjectIndex, sources: list[SourceFile], known: d
         for path in paths:
             questions.serve()
             results[path] = check(project.modules[path])
+        while (i := take(counters["check"])) < len(treeless):
+            questions.serve()
+            results[treeless[i]] = check(project.modules[treeless[i]])
         connection.send(("done", results, project.lowered.summaries_computed(), PARSES[0] - before, _peak_rss_mib()))
         questions.serve(until_stopped=True)  # others may still ask about our trees
     except (EOFError, OSError, _Stopped):
