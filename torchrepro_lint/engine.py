@@ -123,7 +123,6 @@ def lint_sources(
     store = LoweredStore(cache) if type(project) is ProjectIndex else None
     if store is not None:
         project.lowered = store
-    budget = TreeBudget() if store is not None else None
     module_rules = [rule for rule in rules if _defines(rule, "check_module")]
     program_rules = [rule for rule in rules if _defines(rule, "check_programs")]
 
@@ -133,10 +132,13 @@ def lint_sources(
 
     # what a worker of a sharded run (shards.py) builds over its copy of the project
     stages = shards.Stages(
-        TreeBudget, lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats), make_checker
+        lambda: TreeBudget.share(jobs),
+        lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats),
+        make_checker,
     )
     hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
     stats.workers = len(hub.workers) if hub is not None else 0
+    budget = None if store is None else stages.budget() if hub is not None else TreeBudget()
     try:
         parse_failures += _lower_all(project, loaded, budget, hub)
         if hub is not None:
