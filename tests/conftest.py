@@ -74,3 +74,16 @@ def lint(tmp_path):
 
     run.root = tmp_path
     return run
+
+
+def check_json(capsys, root: Path, *options: str):
+    """`torchrepro-lint check --output-format json --statistics OPTIONS ROOT` in this process:
+    (exit code, findings, statistics, stderr)."""
+    import json
+
+    from torchrepro_lint.cli import main
+
+    code = main(["check", "--output-format", "json", "--statistics", *options, str(root)])
+    out, err = capsys.readouterr()
+    stats = json.loads(err.split("torchrepro-lint statistics: ", 1)[1].splitlines()[0])
+    return code, json.loads(out), stats, err

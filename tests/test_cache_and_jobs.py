@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import check_json
 from torchrepro_lint import staging
 from torchrepro_lint.cli import main
 from torchrepro_lint.project.index import ProjectIndex
@@ -63,21 +64,14 @@ def _project(tmp_path: Path, files: dict = PROJECT, select: str = "") -> Path:
     return root
 
 
-def _check(capsys, root: Path, *options: str):
-    code = main(["check", "--output-format", "json", "--statistics", *options, str(root)])
-    out, err = capsys.readouterr()
-    stats = json.loads(err.split("torchrepro-lint statistics: ", 1)[1].splitlines()[0])
-    return code, json.loads(out), stats, err
-
-
 def test_findings_identical_with_and_without_cache_and_jobs(tmp_path, capsys):
     root = _project(tmp_path)
-    code, plain, _, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
+    code, plain, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
     assert code == 1 and len(plain) >= 3
-    assert _check(capsys, root, "--no-cache", "--jobs", "2")[1] == plain
+    assert check_json(capsys, root, "--no-cache", "--jobs", "2")[1] == plain
     cache = str(tmp_path / "cache")
-    cold = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
-    warm = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    cold = check_json(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    warm = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert cold[1] == plain and warm[1] == plain
     assert cold[2]["replayed"] is False and cold[2]["parsed"] >= 3
     assert warm[2]["replayed"] is True and warm[2]["parsed"] == 0
@@ -86,11 +80,11 @@ def test_findings_identical_with_and_without_cache_and_jobs(tmp_path, capsys):
 def test_editing_one_file_parses_only_what_depends_on_it(tmp_path, capsys):
     root = _project(tmp_path)
     cache = str(tmp_path / "cache")
-    first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    first = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert first[2]["programs_resolved"] == 2
     with (root / "evaluate.py").open("a") as handle:
         handle.write("# a comment\n")
-    second = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    second = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert second[1] == first[1]
     assert second[2]["replayed"] is False
     # evaluate.py's IR did not change: no program is interpreted again, and the per-file
@@ -100,8 +94,8 @@ def test_editing_one_file_parses_only_what_depends_on_it(tmp_path, capsys):
     assert first[2]["cache_hits"] == 0 and second[2]["cache_hits"] >= 1
     # A real change: the program of train.py reads helpers.py, evaluate.py's program too.
     (root / "helpers.py").write_text(PROJECT["helpers.py"].replace("Linear(4, 2)", "Linear(4, 3)"))
-    third = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
-    assert third[1] == _check(capsys, root, "--no-cache")[1]
+    third = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert third[1] == check_json(capsys, root, "--no-cache")[1]
 
 
 def test_a_comment_in_a_shared_helper_parses_that_file_only(tmp_path, capsys):
@@ -109,10 +103,10 @@ def test_a_comment_in_a_shared_helper_parses_that_file_only(tmp_path, capsys):
     # the other files; a comment changes none of what they read (IR, uses, facts).
     root = _project(tmp_path)
     cache = str(tmp_path / "cache")
-    first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    first = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     with (root / "helpers.py").open("a") as handle:
         handle.write("# a comment\n")
-    second = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    second = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert second[1] == first[1]
     assert (second[2]["parsed"], second[2]["programs_resolved"], second[2]["replayed"]) == (1, 0, False)
 
@@ -140,21 +134,21 @@ def test_a_use_in_another_file_that_changes_meaning_is_seen_through_the_cache(tm
     # Dropping the decorator in evaluate.py must bring the finding in ops.py back, cache or not.
     root = _project(tmp_path, RESIZE, "TRP402")
     cache = str(tmp_path / "cache")
-    assert _check(capsys, root, "--cache-dir", cache)[1] == []
+    assert check_json(capsys, root, "--cache-dir", cache)[1] == []
     with (root / "evaluate.py").open("a") as handle:
         handle.write("# a comment\n")
-    quiet = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    quiet = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert quiet[1] == [] and quiet[2]["parsed"] == 1  # ops.py's result still holds
     (root / "evaluate.py").write_text(RESIZE["evaluate.py"].replace("@torch.no_grad()\n", ""))
-    code, found, _, _ = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    code, found, _, _ = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in found] == [("ops.py", 4, "TRP402")]
-    assert found == _check(capsys, root, "--no-cache")[1]
+    assert found == check_json(capsys, root, "--no-cache")[1]
 
 
 def test_cached_findings_follow_the_display_path_and_the_linted_files(tmp_path, capsys, monkeypatch):
     root = _project(tmp_path)
     cache = str(tmp_path / "cache")
-    absolute = _check(capsys, root, "--cache-dir", cache)[1]
+    absolute = check_json(capsys, root, "--cache-dir", cache)[1]
     monkeypatch.chdir(root)
     relative = main(["check", "--output-format", "json", "--cache-dir", cache, "."])
     relative = json.loads(capsys.readouterr().out)
@@ -189,24 +183,24 @@ def test_a_message_quoting_another_file_follows_its_line(tmp_path, capsys):
     # TRP205 in train.py quotes `torch.cuda.set_device(0)` at devices.py:4.
     root = _project(tmp_path, QUOTING, "TRP205")
     cache = str(tmp_path / "cache")
-    first = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
+    first = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
     assert [f["code"] for f in first] == ["TRP205"] and "devices.py:4" in first[0]["message"]
     with (root / "devices.py").open("a") as handle:
         handle.write("# a comment\n")
-    second = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    second = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
     assert second[1] == first and second[2]["parsed"] == 1
     (root / "devices.py").write_text("# moved down a line\n" + QUOTING["devices.py"].lstrip("\n"))
-    third = _check(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
-    assert "devices.py:5" in third[0]["message"] and third == _check(capsys, root, "--no-cache")[1]
+    third = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")[1]
+    assert "devices.py:5" in third[0]["message"] and third == check_json(capsys, root, "--no-cache")[1]
 
 
 def test_a_file_that_does_not_parse_does_not_stop_the_replay(tmp_path, capsys):
     root = _project(tmp_path)
     (root / "broken.py").write_text("def f(:\n")
     cache = str(tmp_path / "cache")
-    first = _check(capsys, root, "--cache-dir", cache)
+    first = check_json(capsys, root, "--cache-dir", cache)
     assert any(f["code"] == "TRP000" for f in first[1])
-    second = _check(capsys, root, "--cache-dir", cache)
+    second = check_json(capsys, root, "--cache-dir", cache)
     assert second[1] == first[1] and second[2]["replayed"] is True
 
 
@@ -233,11 +227,11 @@ def test_replay_notices_a_fixed_module_it_could_not_load(tmp_path, capsys):
 def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
     root = _project(tmp_path)
     cache = tmp_path / "cache"
-    plain = _check(capsys, root, "--cache-dir", str(cache))[1]
+    plain = check_json(capsys, root, "--cache-dir", str(cache))[1]
     for entry in cache.rglob("*"):
         if entry.is_file() and entry.name not in ("CACHEDIR.TAG", ".gitignore"):
             entry.write_bytes(b"\x80garbage")
-    code, again, stats, err = _check(capsys, root, "--cache-dir", str(cache))
+    code, again, stats, err = check_json(capsys, root, "--cache-dir", str(cache))
     assert again == plain and stats["replayed"] is False
     assert "warning: ignoring unreadable cache entry" in err
 
@@ -247,8 +241,8 @@ def test_a_directory_that_is_not_a_cache_is_left_alone(tmp_path, capsys):
     foreign = tmp_path / "data"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")
-    code, found, stats, err = _check(capsys, root, "--cache-dir", str(foreign))
-    assert found == _check(capsys, root, "--no-cache")[1]
+    code, found, stats, err = check_json(capsys, root, "--cache-dir", str(foreign))
+    assert found == check_json(capsys, root, "--no-cache")[1]
     assert "is not a torchrepro-lint cache" in err
     assert sorted(p.name for p in foreign.iterdir()) == ["keep.txt"]
 

@@ -1,14 +1,12 @@
 """Sharded cold runs (shards.py): several processes parse and check their own shares, and the
 result is the one-process result, also when a worker fails."""
 
-import json
 import os
-from pathlib import Path
 
 import pytest
 
+from conftest import check_json
 from torchrepro_lint import shards, staging
-from torchrepro_lint.cli import main
 
 # Op rules on one file ask where the helper is called from in the others (a "uses" summary of
 # each of them), so shares must ask each other; one file does not parse.
@@ -57,33 +55,37 @@ def root(tmp_path, monkeypatch):
     return project
 
 
-def _check(capsys, root: Path, *options: str):
-    code = main(["check", "--output-format", "json", "--statistics", *options, str(root)])
-    out, err = capsys.readouterr()
-    stats = json.loads(err.split("torchrepro-lint statistics: ", 1)[1].splitlines()[0])
-    return code, json.loads(out), stats
-
-
 def test_shares_report_what_one_process_reports(root, capsys):
-    code, alone, stats = _check(capsys, root, "--no-cache", "--jobs", "1")
+    code, alone, stats = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     assert code == 1 and stats["workers"] == 0
     assert {f["code"] for f in alone} >= {"TRP000", "TRP301", "TRP402", "TRP501"}
     for jobs in ("2", "3"):
-        code, sharded, stats = _check(capsys, root, "--no-cache", "--jobs", jobs)
+        code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
         assert sharded == alone
         assert stats["workers"] == int(jobs) - 1
         assert stats["summaries_asked"] >= 1  # a share asked another instead of parsing its file
         assert stats["parsed"] == len(FILES) - 1  # each file that parses, parsed once
 
 
+@pytest.mark.parametrize("budget", [0, 300], ids=["no-tree-kept", "some-trees-kept"])
+def test_files_whose_tree_was_dropped_are_checked_by_any_process(root, capsys, monkeypatch, budget):
+    # Trees dropped within budget are parsed again by whichever process takes the file; a
+    # question about such a file is answered by the process that lowered it, parsing it again.
+    _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
+    monkeypatch.setattr(staging, "SHARDED_TREE_BUDGET", budget)
+    code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", "2")[:3]
+    assert code == 1 and sharded == alone and stats["workers"] == 1
+    assert stats["parsed"] > len(FILES) - 1  # some files were parsed twice
+
+
 def test_a_sharded_run_fills_the_cache_for_the_next(root, capsys):
     cache = str(root.parent / "cache")
-    _, alone, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
-    _, cold, stats = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
+    _, cold, stats = check_json(capsys, root, "--cache-dir", cache, "--jobs", "2")[:3]
     assert cold == alone and stats["workers"] == 1
     with (root / "part3.py").open("a") as handle:
         handle.write("# a comment\n")
-    _, warm, stats = _check(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    _, warm, stats = check_json(capsys, root, "--cache-dir", cache, "--jobs", "2")[:3]
     assert warm == alone
     assert (stats["parsed"], stats["programs_resolved"], stats["workers"]) == (1, 0, 0)
 
@@ -130,15 +132,15 @@ def _fails_answering(handle):
     ids=["dies-before-lowering", "fails-before-programs", "fails-in-programs", "fails-checking", "fails-answering"],
 )
 def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, where, name, replacement, jobs):
-    _, alone, _ = _check(capsys, root, "--no-cache", "--jobs", "1")
+    _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     monkeypatch.setattr(where, name, replacement)
-    code, sharded, stats = _check(capsys, root, "--no-cache", "--jobs", jobs)
+    code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
     assert code == 1 and sharded == alone
     assert stats["workers"] == int(jobs) - 1  # started, then lost: the main process did their shares
 
 
 def test_programs_are_interpreted_once_whichever_process_takes_them(root, capsys):
-    _, _, alone = _check(capsys, root, "--no-cache", "--jobs", "1")
-    _, _, sharded = _check(capsys, root, "--no-cache", "--jobs", "2")
+    _, _, alone = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
+    _, _, sharded = check_json(capsys, root, "--no-cache", "--jobs", "2")[:3]
     assert sharded["programs"] == alone["programs"] >= 1
     assert sharded["programs_resolved"] == alone["programs_resolved"]

@@ -75,7 +75,11 @@ def _lowered_outcome(project: ProjectIndex, outcome):
 class Hub:
     """The worker processes of a sharded run, and the routing of summary questions."""
 
-    def __init__(self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, stages: Stages) -> None:
+    def __init__(
+        self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, stages: Stages
+    ) -> None:
+        """Fork `jobs` - 1 workers to lower `sources` (the files to parse) with this process;
+        `known` is every file read so far, which the workers need not be sent again."""
         self.project = project
         # Largest first, each to whichever process is free: the shares end together.
         self.pending = sorted(sources, key=lambda source: -len(source.text))
@@ -103,9 +107,9 @@ class Hub:
             yield self.pending[i]
 
     def collect(self):
-        """(source, outcome) for every file to parse that the main process did not lower: its
-        IR and digest, or its parse failure, from the worker that lowered it; None where that
-        worker was lost, so the caller lowers it itself."""
+        """(source, outcome) for every file a worker lowered: its IR, digest and whether the
+        worker kept its tree, or its parse failure. Files taken by a worker that was lost are
+        left out: the caller lowers them itself."""
         outcomes: dict[Path, tuple] = {}
         for shard, worker in list(self.workers.items()):
             try:
@@ -178,12 +182,11 @@ class Hub:
                 treeless.append(module)
         treeless.sort(key=lambda m: -len(m.source.text))
         facts = dumps_with_modules(programs)
+        order, anyone = list(self.project.modules), [m.path for m in treeless]
         for shard, worker in list(self.workers.items()):
             layout = self._layout(shard)  # modules loaded since share_project
             try:
-                worker.send(
-                    ("check", layout, list(self.project.modules), facts, [m.path for m in share[shard]], [m.path for m in treeless])
-                )
+                worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone))
             except WorkerLost:
                 self._lose(shard)
         store = self.project.lowered
