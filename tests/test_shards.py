@@ -47,6 +47,7 @@ FILES.update({f"part{i}.py": f"from ops import upsample\n\ndef f{i}(x):\n    ret
 @pytest.fixture
 def root(tmp_path, monkeypatch):
     monkeypatch.setattr(shards, "MIN_FILES", 3)
+    monkeypatch.setattr(shards, "FILES_PER_PROCESS", 1)
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['ALL']\n")
@@ -144,3 +145,10 @@ def test_programs_are_interpreted_once_whichever_process_takes_them(root, capsys
     _, _, sharded = check_json(capsys, root, "--no-cache", "--jobs", "2")[:3]
     assert sharded["programs"] == alone["programs"] >= 1
     assert sharded["programs_resolved"] == alone["programs_resolved"]
+
+
+def test_no_more_processes_than_the_files_to_parse_pay_for(root, capsys, monkeypatch):
+    _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
+    monkeypatch.setattr(shards, "FILES_PER_PROCESS", 5)  # 10 files to parse: two processes
+    _, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", "4")[:3]
+    assert sharded == alone and stats["workers"] == 1

@@ -132,13 +132,13 @@ def lint_sources(
 
     # what a worker of a sharded run (shards.py) builds over its copy of the project
     stages = shards.Stages(
-        lambda: TreeBudget.share(jobs),
+        TreeBudget.share,
         lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats),
         make_checker,
     )
     hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
     stats.workers = len(hub.workers) if hub is not None else 0
-    budget = None if store is None else stages.budget() if hub is not None else TreeBudget()
+    budget = None if store is None else TreeBudget() if hub is None else stages.budget(hub.processes)
     try:
         parse_failures += _lower_all(project, loaded, budget, hub)
         if hub is not None:
@@ -193,9 +193,10 @@ def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stage
         return None
     store = project.lowered
     pending = [s for s in loaded if not store.has(s, module_identity(s.path.resolve())[1])]
-    if len(pending) < shards.MIN_FILES:
+    processes = min(jobs, len(pending) // shards.FILES_PER_PROCESS)
+    if len(pending) < shards.MIN_FILES or processes < 2:
         return None
-    return shards.Hub(project, pending, loaded, jobs, stages)
+    return shards.Hub(project, pending, loaded, processes, stages)
 
 
 def _outside_digests(project: ProjectIndex) -> dict[str, str]:

@@ -2,8 +2,8 @@
 
 A LibCST tree cannot be sent between processes (pickling one costs more than parsing it), and a
 file's tree is needed twice: to lower it to IR before the program model exists, and by the
-per-file rules after. So with `--jobs N`, N - 1 workers are forked before anything is parsed,
-and every process takes work from counters they share, largest files first, so that their
+per-file rules after. So with `--jobs N`, N - 1 workers are forked before anything is parsed (fewer
+where there are fewer than FILES_PER_PROCESS files to parse for each), and every process takes work from counters they share, largest files first, so that their
 shares end together:
 
 1. Lowering. Each process lowers the files it takes, keeping their trees (within TREE_BUDGET).
@@ -40,8 +40,10 @@ from torchrepro_lint.project import summaries
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule
 from torchrepro_lint.source import PARSES, ParseFailure, SourceFile
 
-# Below this many files to parse, forking costs more than it saves.
+# Below this many files to parse, forking costs more than it saves; and each process of a
+# sharded run should have at least this many (every one receives the whole project's IR).
 MIN_FILES = 24
+FILES_PER_PROCESS = 12
 MAIN = 0
 
 
@@ -76,9 +78,9 @@ class Hub:
     """The worker processes of a sharded run, and the routing of summary questions."""
 
     def __init__(
-        self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], jobs: int, stages: Stages
+        self, project: ProjectIndex, sources: list[SourceFile], known: list[SourceFile], processes: int, stages: Stages
     ) -> None:
-        """Fork `jobs` - 1 workers to lower `sources` (the files to parse) with this process;
+        """Fork `processes` - 1 workers to lower `sources` (the files to parse) with this one;
         `known` is every file read so far, which the workers need not be sent again."""
         self.project = project
         # Largest first, each to whichever process is free: the shares end together.
@@ -91,8 +93,9 @@ class Hub:
         # Shared by all processes: the next file to lower, program to interpret, and file
         # without a tree to check.
         self._next = {stage: context.Value("i", 0) for stage in ("file", "program", "check")}
-        for shard in range(1, jobs):
-            self.workers[shard] = _Worker.start(context, project, self.pending, known, stages, self._next)
+        self.processes = processes
+        for shard in range(1, processes):
+            self.workers[shard] = _Worker.start(context, project, self.pending, known, stages, self._next, processes)
         # resolved path -> the shard that lowered it (questions about it go there)
         self.shard_of: dict[Path, int] = {}
         self.kept: set[Path] = set()  # modules whose tree a worker kept after lowering
@@ -325,12 +328,14 @@ class _Worker:
         self.process, self.connection, self.known = process, connection, known
 
     @classmethod
-    def start(cls, context, project, pending, known_sources, stages, counters) -> _Worker:
+    def start(cls, context, project, pending, known_sources, stages, counters, processes) -> _Worker:
         """Fork a worker to take from `pending`; it inherits `known_sources` (every file read so
         far), so the project is later sent to it without their text."""
         known = {str(s.path): s for s in known_sources}
         ours, theirs = context.Pipe()
-        process = context.Process(target=_work, args=(theirs, project, pending, known, stages, counters), daemon=True)
+        process = context.Process(
+            target=_work, args=(theirs, project, pending, known, stages, counters, processes), daemon=True
+        )
         process.start()
         theirs.close()
         return cls(process, ours, known)
@@ -362,10 +367,12 @@ class _Worker:
 
 
 # -- the worker's side -------------------------------------------------------------------------
-def _work(connection, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters) -> None:
+def _work(
+    connection, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int
+) -> None:
     before = PARSES[0]
     try:
-        budget = stages.budget()
+        budget = stages.budget(processes)
         own = {}
         outcomes = {}
         while (i := take(counters["file"])) < len(pending):
@@ -513,6 +520,6 @@ def _rebuild(project: ProjectIndex, known: dict, layout: list[tuple], order: lis
 class Stages:
     """How a worker builds what the engine would: (all called in the worker)."""
 
-    budget: Callable  # () -> TreeBudget
+    budget: Callable  # (processes in the run) -> TreeBudget
     runner: Callable  # (project) -> ProgramRunner
     checker: Callable  # (project, programs, budget) -> check(module) -> (findings, errors, reads)
