@@ -152,3 +152,33 @@ def test_no_more_processes_than_the_files_to_parse_pay_for(root, capsys, monkeyp
     monkeypatch.setattr(shards, "FILES_PER_PROCESS", 5)  # 10 files to parse: two processes
     _, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", "4")[:3]
     assert sharded == alone and stats["workers"] == 1
+
+
+ORPHAN = """
+import os, sys
+from torchrepro_lint import shards
+
+def die(self):  # the main process dies as soon as it has lowered its share
+    os._exit(9)
+    yield
+
+shards.Hub.collect = die
+from torchrepro_lint.cli import run
+sys.argv = ["torchrepro-lint", "check", "--no-cache", "--jobs", "2", sys.argv[1]]
+run()
+"""
+
+
+def test_workers_exit_when_the_main_process_dies(tmp_path):
+    import subprocess
+    import sys
+
+    for i in range(30):  # enough files for a sharded run with the real thresholds
+        (tmp_path / f"m{i}.py").write_text(f"import torch\n\nx{i} = torch.randn({i + 1})\n")
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    process = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    # The worker inherited these pipes: they close only when it has exited too.
+    process.communicate(timeout=120)
+    assert process.returncode == 9

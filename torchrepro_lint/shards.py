@@ -95,7 +95,9 @@ class Hub:
         self._next = {stage: context.Value("i", 0) for stage in ("file", "program", "check")}
         self.processes = processes
         for shard in range(1, processes):
-            self.workers[shard] = _Worker.start(context, project, self.pending, known, stages, self._next, processes)
+            self.workers[shard] = _Worker.start(
+                context, project, self.pending, known, stages, self._next, processes, [w.connection for w in self.workers.values()]
+            )
         # resolved path -> the shard that lowered it (questions about it go there)
         self.shard_of: dict[Path, int] = {}
         self.kept: set[Path] = set()  # modules whose tree a worker kept after lowering
@@ -328,13 +330,14 @@ class _Worker:
         self.process, self.connection, self.known = process, connection, known
 
     @classmethod
-    def start(cls, context, project, pending, known_sources, stages, counters, processes) -> _Worker:
+    def start(cls, context, project, pending, known_sources, stages, counters, processes, others) -> _Worker:
         """Fork a worker to take from `pending`; it inherits `known_sources` (every file read so
-        far), so the project is later sent to it without their text."""
+        far), so the project is later sent to it without their text. `others`: the main
+        process's ends of the workers forked before, which the new one must not hold open."""
         known = {str(s.path): s for s in known_sources}
         ours, theirs = context.Pipe()
         process = context.Process(
-            target=_work, args=(theirs, project, pending, known, stages, counters, processes), daemon=True
+            target=_work, args=(theirs, project, pending, known, stages, counters, processes, [ours, *others]), daemon=True
         )
         process.start()
         theirs.close()
@@ -368,14 +371,28 @@ class _Worker:
 
 # -- the worker's side -------------------------------------------------------------------------
 def _work(
-    connection, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int
+    connection, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int,
+    main_ends: list,
 ) -> None:
+    # The main process's ends of the pipes, inherited by the fork: closed, so that when the main
+    # process dies this worker's reads end (EOF) and its writes fail, and it exits.
+    for end in main_ends:
+        end.close()
+    parent = os.getppid()
+
+    def tasks(counter, count: int):
+        """The numbers this worker takes, until none is left or the main process is gone."""
+        while (i := take(counter)) < count:
+            if os.getppid() != parent:  # orphaned: nobody will read what we make
+                raise _Stopped
+            yield i
+
     before = PARSES[0]
     try:
         budget = stages.budget(processes)
         own = {}
         outcomes = {}
-        while (i := take(counters["file"])) < len(pending):
+        for i in tasks(counters["file"], len(pending)):
             source = pending[i]
             outcome = lower(project, source, budget)
             if isinstance(outcome, ProjectModule):
@@ -389,7 +406,7 @@ def _work(
         runner = stages.runner(project)
         resolved_before = runner.stats.programs_resolved
         facts = {}
-        while (i := take(counters["program"])) < len(jobs):
+        for i in tasks(counters["program"], len(jobs)):
             path, as_main, function = jobs[i]
             module = project.modules.get(path) or project.load_path(path)
             facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
@@ -405,7 +422,7 @@ def _work(
         for path in paths:
             questions.serve()
             results[path] = check(project.modules[path])
-        while (i := take(counters["check"])) < len(treeless):
+        for i in tasks(counters["check"], len(treeless)):
             questions.serve()
             results[treeless[i]] = check(project.modules[treeless[i]])
         connection.send(("done", results, project.lowered.summaries_computed(), PARSES[0] - before, _peak_rss_mib()))
