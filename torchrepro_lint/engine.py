@@ -7,13 +7,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from torchrepro_lint import notebooks
+from torchrepro_lint import notebooks, shards
 from torchrepro_lint.cache import Cache, config_fingerprint, digest, run_key
 from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
-from torchrepro_lint import shards
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules

@@ -26,10 +26,10 @@ from typing import Callable
 
 import libcst as cst
 
-from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.analysis.syntax import arg  # noqa: F401  (re-exported: rules import it from here)
+from torchrepro_lint.analysis.syntax import evaluated_string
 
 Owner = cst.CSTNode  # a FunctionDef, a Lambda, or the Module: the scope a local name lives in
 

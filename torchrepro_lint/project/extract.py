@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.known_apis import (
     CHECKPOINT_CALLS,

@@ -47,12 +47,6 @@ class Entry:
         return Program(self.module, self.kind, self.anchor_ref, facts, self.function, self.imported)
 
 
-def find_programs(project: ProjectIndex, console_scripts: dict[str, str] | None = None, run=interpret) -> list[Program]:
-    """Every program of the project; `run(project, module, as_main, function)` computes a
-    program's facts (the engine passes one that reuses cached facts)."""
-    return [e.program(run(project, e.module, e.as_main, e.function)) for e in program_entries(project, console_scripts)]
-
-
 def program_entries(project: ProjectIndex, console_scripts: dict[str, str] | None = None) -> list[Entry]:
     """Every program's entry, in a fixed order; found from the IR alone (no program runs)."""
     entries: list[Entry] = []
