@@ -58,3 +58,17 @@ def test_validation_is_back_after_the_parse():
     assert CSTNode.__dict__["__post_init__"].__name__ == "__post_init__"
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")
+
+
+def test_path_states_hash_once_and_never_carry_a_hash_elsewhere():
+    import pickle
+
+    from torchrepro_lint.project.interpreter import PathState
+
+    state = PathState(assumptions=frozenset({("args.det", True)}))
+    assert hash(state) == hash(PathState(assumptions=frozenset({("args.det", True)})))
+    changed = state.evolve(det_mode=True)
+    assert "_hash" not in changed.__dict__ and changed != state  # its own hash, computed anew
+    # string hashes differ between processes: a pickled state must not take its hash along
+    copy = pickle.loads(pickle.dumps(state))
+    assert "_hash" not in copy.__dict__ and copy == state and hash(copy) == hash(state)

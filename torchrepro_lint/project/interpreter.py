@@ -15,8 +15,9 @@ decide. Two mechanisms keep it precise on real code:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from operator import attrgetter
 
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
@@ -35,10 +36,12 @@ class _HashedOnce:
     millions of times a run on a large project, and each hash walked every field, occurrences
     included. The hash is not pickled (string hashes differ between processes)."""
 
+    _key = None  # every field of the class, read at C speed (set by _hashed_once)
+
     def __hash__(self) -> int:
         found = self.__dict__.get("_hash")
         if found is None:
-            found = self.__dict__["_hash"] = hash(self._fields())
+            found = self.__dict__["_hash"] = hash(type(self)._key(self))
         return found
 
     def __getstate__(self) -> dict:
@@ -47,6 +50,14 @@ class _HashedOnce:
         return state
 
 
+def _hashed_once(cls):
+    """Decorates a frozen dataclass (above @dataclass, which sets a __hash__ of its own)."""
+    cls._key = attrgetter(*(f.name for f in fields(cls)))
+    cls.__hash__ = _HashedOnce.__hash__
+    return cls
+
+
+@_hashed_once
 @dataclass(frozen=True)
 class Occurrence(_HashedOnce):
     """An effect as it happened in a program: where it is, and where to report it."""
@@ -57,12 +68,8 @@ class Occurrence(_HashedOnce):
     guards: frozenset = frozenset()  # runtime conditions it happened under
     ordered: bool = True  # False inside callbacks (worker_init_fn, hooks): run at an unknown time
 
-    __hash__ = _HashedOnce.__hash__  # (dataclass keeps a __hash__ the class defines itself)
 
-    def _fields(self) -> tuple:
-        return (self.site, self.anchor, self.detail, self.guards, self.ordered)
-
-
+@_hashed_once
 @dataclass(frozen=True)
 class PathState(_HashedOnce):
     torch_seeded: bool = False
@@ -73,14 +80,6 @@ class PathState(_HashedOnce):
     cublas: bool = False
     spawn_method: bool = False
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
-
-    __hash__ = _HashedOnce.__hash__
-
-    def _fields(self) -> tuple:
-        return (
-            self.torch_seeded, self.consumed, self.claim, self.det_mode, self.benchmark, self.cublas,
-            self.spawn_method, self.assumptions,
-        )
 
     def evolve(self, **changes) -> PathState:
         """dataclasses.replace without its per-call field checks: called ~500k times a run."""
