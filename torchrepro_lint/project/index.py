@@ -174,6 +174,7 @@ class ProjectIndex:
     # Resolution is asked hundreds of thousands of times on a large project: remember answers.
     _named: dict[tuple[str, Path], tuple] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
+    _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
@@ -202,9 +203,7 @@ class ProjectIndex:
             if self.lowered is not None:
                 self.lowered.put(source, package, module_ir)
         self.modules[path] = module
-        self._named.clear()  # a new module can answer a name that was missing before
-        self.inert_imports.clear()
-        self._resolved.clear()
+        self._forget_resolution()  # a new module can answer a name that was missing before
         return module
 
     def replace_modules(self, modules: dict) -> None:
@@ -212,9 +211,13 @@ class ProjectIndex:
         if modules is not self.modules:
             self.modules.clear()
             self.modules.update(modules)
+        self._forget_resolution()
+
+    def _forget_resolution(self) -> None:
         self._named.clear()
         self.inert_imports.clear()
         self._resolved.clear()
+        self._imported.clear()
 
     def modules_mentioning(self, word: str) -> list[ProjectModule]:
         """The modules whose text contains `word`: a cheap filter before reading their trees.
@@ -235,13 +238,30 @@ class ProjectIndex:
     def module_named(self, dotted_name: str, importer: ProjectModule) -> ProjectModule | None:
         if not dotted_name:
             return None
-        key = (dotted_name, importer.search_root)
+        key = (dotted_name, id(importer.search_root))  # one object per root (add): no Path hashing
         if key not in self._named:
             self._named[key] = self._find_module(dotted_name, importer)
         module, broken = self._named[key]
         for path in broken:  # a result built on this import changes when the file is fixed
             note_read("content", path)
         return module
+
+    def modules_imported(self, importer: ProjectModule, ref: int, names: tuple[str, ...]) -> tuple:
+        """The project modules that the import statement `ref` of `importer` (naming `names`, in
+        the order Python runs them) brings in: every program walks the same imports again."""
+        key = (id(importer), ref)
+        found = self._imported.get(key)
+        if found is not None:
+            for path in found[1]:  # as module_named does on each call
+                note_read("content", path)
+            return found[0]
+        with record() as reads:
+            modules = [self.module_named(name, importer) for name in names]
+        for kind, read in reads:
+            note_read(kind, read)
+        broken = tuple(sorted(path for kind, path in reads if kind == "content" and path in self.load_errors))
+        found = self._imported[key] = (tuple(dict.fromkeys(m for m in modules if m is not None)), broken)
+        return found[0]
 
     def _find_module(self, dotted_name: str, importer: ProjectModule) -> tuple[ProjectModule | None, tuple]:
         """(the module, the candidate files passed over because they do not load)."""

@@ -222,6 +222,7 @@ class Interpreter:
         key, polarity = _condition_key(value)
         out: list[PathState] = []
         returned: list[PathState] = []
+        untouched = True
         for truth, body in ((True, branch.then), (False, branch.orelse)):
             wanted = truth == polarity  # truth of the key itself on this arm
             arm = _assume_all(states, key, wanted)
@@ -234,8 +235,14 @@ class Interpreter:
             finally:
                 if key:
                     self.guards.pop()
+            untouched = untouched and not arm_returned and _same_states(arm_states, arm)
             out += arm_states
             returned += arm_returned
+        if untouched:
+            # Neither arm changed a path: splitting them on the condition would only record a
+            # truth value that a later test of it records again, and double the paths to walk
+            # (most branches of a library's top level). Effects and guards are kept in the facts.
+            return states, []
         return _bounded(out), returned
 
     # -- effects -----------------------------------------------------------------------
@@ -380,9 +387,8 @@ class Interpreter:
         return not isinstance(statement, (ir.Assign, ir.Return))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
-        for name in _imported_names(statement):
-            module = self.project.module_named(name, frame.module)
-            if module is None or id(module) in self.imported:
+        for module in self.project.modules_imported(frame.module, statement.ref, _imported_names(statement)):
+            if id(module) in self.imported:
                 continue
             inert = inert_import(self.project, module, self.effectful) if len(self.stack) < MAX_DEPTH else None
             if inert is not None:  # nothing to walk: only what it brings in and the helpers it calls
@@ -636,6 +642,10 @@ def _assume_all(states: list[PathState], key: str, truth: bool) -> list[PathStat
     return out
 
 
+def _same_states(after: list[PathState], before: list[PathState]) -> bool:
+    return len(after) == len(before) and all(a is b or a == b for a, b in zip(after, before))
+
+
 def _split(value, state: PathState):
     """[(truth, state, guard)]: a runtime value is true on some paths and false on others."""
     if isinstance(value, ir.Const):
@@ -655,7 +665,60 @@ def _bounded(states: list[PathState]) -> list[PathState]:
     if len(states) < 2:
         return states  # most paths never split: no hashing
     unique = list(dict.fromkeys(states))
+    if len(unique) > 1:
+        unique = _joined(unique)
     if len(unique) > MAX_STATES:
         # Forget path assumptions before forgetting facts.
         unique = list(dict.fromkeys(s.evolve(assumptions=frozenset()) for s in unique))
     return unique
+
+
+_SWITCHES = attrgetter(*(f.name for f in fields(PathState) if f.name != "assumptions"))
+
+
+def _joined(states: list[PathState]) -> list[PathState]:
+    """The same paths in fewer states. A state stands for every run whose runtime conditions agree
+    with its assumptions, so two states with the same switches whose assumptions differ only in
+    one condition's truth are one state without it (`if not ok: return` splits a function's paths,
+    its end joins them), and a state whose assumptions include another's adds no run. Without
+    this, paths double at every such branch until MAX_STATES forgets every assumption."""
+    groups: dict[tuple, list[PathState]] = {}
+    for state in states:
+        groups.setdefault(_SWITCHES(state), []).append(state)
+    if len(groups) == len(states):
+        return states
+    out: list[PathState] = []
+    for group in groups.values():
+        if len(group) == 1:
+            out += group
+            continue
+        common = frozenset.intersection(*(s.assumptions for s in group))
+        cubes = _merged_cubes([s.assumptions - common for s in group])
+        if len(cubes) == len(group):
+            out += group
+        else:
+            out += [group[0].evolve(assumptions=common | cube) for cube in cubes]
+    return out
+
+
+def _merged_cubes(cubes: list[frozenset]) -> list[frozenset]:
+    """Conjunctions of (condition, truth) whose union is the same set of runs, in fewer parts:
+    `A and c` with `A and not c` is `A`; `A and B` next to `A` adds nothing."""
+    merged = True
+    while merged:
+        merged = False
+        cubes = list(dict.fromkeys(cubes))
+        position = {cube: i for i, cube in enumerate(cubes)}
+        for i, cube in enumerate(cubes):
+            if cube is None:
+                continue
+            for condition, truth in cube:
+                rest = cube - {(condition, truth)}
+                partner = rest | {(condition, not truth)}
+                j = position.get(partner)
+                if j is not None and cubes[j] == partner:  # (not merged away this round)
+                    cubes[i], cubes[j] = rest, None
+                    merged = True
+                    break
+        cubes = [cube for cube in cubes if cube is not None]
+    return [cube for cube in cubes if not any(other < cube for other in cubes)]
