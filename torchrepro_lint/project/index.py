@@ -175,6 +175,9 @@ class ProjectIndex:
     _named: dict[tuple[str, Path], tuple] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
     _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
+    # module id -> import walks recorded from a program's fresh start (interpreter.py)
+    import_walks: dict = field(default_factory=dict, repr=False)
+    generation: int = 0  # bumped whenever the modules change: memos built before are void
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
@@ -214,6 +217,8 @@ class ProjectIndex:
         self._forget_resolution()
 
     def _forget_resolution(self) -> None:
+        self.generation += 1
+        self.import_walks.clear()
         self._named.clear()
         self.inert_imports.clear()
         self._resolved.clear()

@@ -20,7 +20,7 @@ from functools import lru_cache
 from operator import attrgetter
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol, note_read, record
 from torchrepro_lint.project.known_apis import Kind
 
 MAX_DEPTH = 40  # open calls (and spawns) along one path
@@ -147,6 +147,7 @@ class Interpreter:
         self.imported: set[int] = set()
         self.callbacks: dict[tuple[int, str], Symbol] = {}
         self._effectful: dict[tuple[int, str], bool] = {}
+        self._lookups: set[int] | None = None  # while an import walk is recorded: modules tested for imported-ness
 
     # -- entry points ------------------------------------------------------------------
     def run_module(self, *, as_main: bool, function: str | None = None) -> Facts:
@@ -387,13 +388,18 @@ class Interpreter:
         return not isinstance(statement, (ir.Assign, ir.Return))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
+        lookups = self._lookups
         for module in self.project.modules_imported(frame.module, statement.ref, _imported_names(statement)):
+            if lookups is not None:
+                lookups.add(id(module))
             if id(module) in self.imported:
                 continue
             inert = inert_import(self.project, module, self.effectful) if len(self.stack) < MAX_DEPTH else None
             if inert is not None:  # nothing to walk: only what it brings in and the helpers it calls
                 for brought in inert.modules:
                     brought.ir  # recorded as read: the cached program depends on it staying inert
+                    if lookups is not None:
+                        lookups.add(id(brought))
                     if id(brought) not in self.imported:
                         self.imported.add(id(brought))
                         self.facts.modules.add(brought.path)
@@ -407,11 +413,36 @@ class Interpreter:
             anchor = frame.anchor or (frame.module, statement.ref)
             self.importing += 1
             try:
-                states, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+                states = self.walk_import(module, states, anchor)
             finally:
                 self.importing -= 1
-            states += returned
         return states
+
+    def walk_import(self, module: ProjectModule, states: list[PathState], anchor: Site) -> list[PathState]:
+        """Run an imported module's top level. A program's first imports (`import torch` in each
+        of a library's 100 scripts) walk the same modules from the same fresh start: such a walk
+        is recorded once and replayed, re-anchored at this program's import statement."""
+        if not self._starts_fresh(states):
+            walked, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            return walked + returned
+        walks = self.project.import_walks.setdefault(id(module), [])
+        for walk in walks:
+            if walk.replays_in(self):
+                return walk.replay(self, anchor)
+        walk = _ImportWalk.record(self, module, states, anchor)
+        if walk.replays_in(self, recorded=True) and len(walks) < 4:
+            walks.append(walk)
+        return walk.replay(self, anchor)
+
+    def _starts_fresh(self, states: list[PathState]) -> bool:
+        """Whether an import walked now depends only on the project and on which modules are
+        already imported: at the entry's top level, nothing tracked has happened yet."""
+        return (
+            self.importing == 1 and not self.stack and not self.guards and not self.spawned and self.depth == 0
+            and self.ordered and not self._effectful and not self.callbacks
+            and len(states) == 1 and states[0] == _FRESH
+            and not self.facts.effects.get(Kind.MODULE_INIT)  # (read by a checkpoint load)
+        )
 
     def spawn(self, statement: ir.Spawn, states, frame: Frame) -> None:
         if statement.needs_spawn_method and not any(s.spawn_method for s in states):
@@ -482,6 +513,115 @@ class Interpreter:
                 return ir.Const(not deciding)
             return rest[0] if len(rest) == 1 else ir.Opaque(value.text)
         return value
+
+
+_FRESH = PathState()
+
+
+@dataclass
+class _ImportWalk:
+    """What walking one import from a fresh start did, as the interpreter would have done it.
+
+    The walk reads nothing of the program but which modules are imported (`looked_up`, and of
+    those `imported_then`), so it replays in any program with the same answers there, whose
+    entry module it never ran. Its occurrences are anchored at the import statement that ran it.
+    """
+
+    anchor: Site
+    looked_up: frozenset  # ids of the modules whose imported-ness the walk tested
+    imported_then: frozenset  # those that were imported already
+    imported: frozenset  # ids it imported
+    states: list
+    facts: Facts
+    steps: int
+    effectful: dict
+    callbacks: dict
+    reads: frozenset  # what it read (project.index.record), for the cached program's validity
+    generation: int  # the project's, when it ran: a module added meanwhile voids it
+
+    @classmethod
+    def record(cls, interpreter: Interpreter, module: ProjectModule, states, anchor: Site) -> _ImportWalk:
+        imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
+        generation = interpreter.project.generation
+        outer_facts = interpreter.facts
+        interpreter.facts, interpreter._lookups = Facts(), set()
+        try:
+            with record() as reads:
+                walked, returned = interpreter.block(module.ir.top, states, Frame(module, anchor=anchor))
+            facts, looked_up = interpreter.facts, frozenset(interpreter._lookups)
+        finally:
+            interpreter.facts, interpreter._lookups = outer_facts, None
+        walk = cls(
+            anchor, looked_up, looked_up & imported_before, frozenset(interpreter.imported - imported_before),
+            walked + returned, facts, interpreter.steps - steps_before, dict(interpreter._effectful),
+            dict(interpreter.callbacks), frozenset(reads), generation,
+        )
+        # Undo what the walk did, for replay() to redo it.
+        interpreter.imported -= walk.imported
+        interpreter.steps = steps_before
+        interpreter._effectful.clear()
+        interpreter.callbacks.clear()
+        return walk
+
+    def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
+        entry = interpreter.entry
+        return (
+            self.generation == interpreter.project.generation
+            and id(entry) not in self.looked_up
+            and entry.path not in self.facts.modules  # its `__main__` guards would read differently
+            and interpreter.steps + self.steps <= MAX_STEPS  # (no walk cut short by the bound)
+            and (recorded or self.looked_up & interpreter.imported == self.imported_then)
+        )
+
+    def replay(self, interpreter: Interpreter, anchor: Site) -> list[PathState]:
+        for read in self.reads:
+            note_read(*read)
+        interpreter.imported |= self.imported
+        interpreter.steps += self.steps
+        interpreter._effectful.update(self.effectful)
+        interpreter.callbacks.update(self.callbacks)
+        moved = _Reanchored(self.anchor, anchor)
+        facts = moved.facts(self.facts)
+        interpreter.facts.merge(facts)
+        interpreter.facts.spawns += facts.spawns
+        return [moved.state(state) for state in self.states]
+
+
+class _Reanchored:
+    """Occurrences, states and facts with one anchor replaced (shared objects stay shared)."""
+
+    def __init__(self, old: Site, new: Site) -> None:
+        self.old, self.new = old, new
+        self._done: dict[int, Occurrence] = {}
+
+    def occurrence(self, occurrence: Occurrence | None) -> Occurrence | None:
+        if occurrence is None or self.old == self.new or occurrence.anchor != self.old:
+            return occurrence
+        found = self._done.get(id(occurrence))
+        if found is None:
+            found = self._done[id(occurrence)] = Occurrence(
+                occurrence.site, self.new, occurrence.detail, occurrence.guards, occurrence.ordered
+            )
+        return found
+
+    def state(self, state: PathState) -> PathState:
+        consumed, claim, benchmark = state.consumed, state.claim, state.benchmark
+        if consumed is None and claim is None and benchmark is None:
+            return state
+        return state.evolve(
+            consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark)
+        )
+
+    def facts(self, facts: Facts) -> Facts:
+        return Facts(
+            {kind: {site: self.occurrence(o) for site, o in found.items()} for kind, found in facts.effects.items()},
+            {(self.new if a == self.old else a): self.occurrence(o) for a, o in facts.late_seeds.items()},
+            [self.state(s) for s in facts.final_states],
+            [(self.occurrence(o), set_up, self.facts(child)) for o, set_up, child in facts.spawns],
+            facts.truncated,
+            set(facts.modules),
+            set(facts.functions),
+        )
 
 
 def inert_import(project: ProjectIndex, module: ProjectModule, effectful) -> Inert | None:
