@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst as cst
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from libcst._nodes.base import CSTNode
 
-from torchrepro_lint.analysis.syntax import evaluated_string
+import torchrepro_lint
+from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.source import parse_unvalidated
 
 LITERALS = [
@@ -72,3 +75,52 @@ def test_path_states_hash_once_and_never_carry_a_hash_elsewhere():
     # string hashes differ between processes: a pickled state must not take its hash along
     copy = pickle.loads(pickle.dumps(state))
     assert "_hash" not in copy.__dict__ and copy == state and hash(copy) == hash(state)
+
+
+TRICKY_EXPRESSIONS = [
+    "f(a, b=1, *args, **kw)",
+    "obj . attr ( x ,  )",
+    "torch.manual_seed( seed )  ",
+    "(a and (not b)) or c",
+    "x not in ys and y is not None",
+    "-x ** 2 + ~y // 3 @ m",
+    "cfg['train'] [ 'seed' ]",
+    "t[1:2, ::3]",
+    "f(  # a comment\n    a,\n)",
+    "g(a,\n  b)",
+    "lambda x: x + 1",
+    "[a, b] + (c,)",
+    "f'{seed}' if ok else 'none'",
+    "a if (b) else c",
+    "call(*[x for x in y])",
+]
+
+
+@pytest.mark.parametrize("source", TRICKY_EXPRESSIONS)
+def test_expression_code_matches_libcst_on_tricky_shapes(source):
+    _every_expression_matches(cst.parse_module(f"value = {source}\n"))
+
+
+def test_expression_code_matches_libcst_on_this_package():
+    """Every expression of our own source: names, calls, comparisons and their whitespace."""
+    for path in sorted(Path(torchrepro_lint.__file__).parent.rglob("*.py")):
+        _every_expression_matches(cst.parse_module(path.read_text(encoding="utf-8")))
+
+
+def _every_expression_matches(module: cst.Module) -> None:
+    class Compare(cst.CSTVisitor):
+        def on_visit(self, node) -> bool:
+            if isinstance(node, cst.BaseExpression):
+                assert expression_code(module, node) == module.code_for_node(node)
+            return True
+
+    module.visit(Compare())
+
+
+def test_expression_code_leaves_libcst_out_of_plain_expressions():
+    class NoGenerator:
+        def code_for_node(self, node):
+            raise AssertionError("the slow path was taken")
+
+    expression = cst.parse_module("v = not cfg.get('seed', 0) == args.seed[0]\n").body[0].body[0].value
+    assert expression_code(NoGenerator(), expression) == "not cfg.get('seed', 0) == args.seed[0]"

@@ -53,3 +53,159 @@ def _simple_string_value(text: str) -> str | bytes:
     if "b" not in prefix and "\r" not in inner and ("\\" not in inner or "r" in prefix):
         return inner
     return literal_eval(text)
+
+
+def expression_code(module: cst.Module, node: cst.BaseExpression) -> str:
+    """`module.code_for_node(node)` for a parsed expression, without LibCST's code generator
+    for the common shapes (names, calls, comparisons, `and`/`or`, subscripts, operators on one
+    line). The generator costs two context managers per node: 13% of lowering a large project.
+    Anything else (a comment or line break inside, a lambda, a literal collection) goes to LibCST.
+    """
+    out: list[str] = []
+    try:
+        _emit(node, out)
+    except _Unusual:
+        return module.code_for_node(node)
+    return "".join(out)
+
+
+class _Unusual(Exception):
+    """A node or whitespace `_emit` leaves to LibCST."""
+
+
+def _space(whitespace, out: list[str]) -> None:
+    if type(whitespace) is not cst.SimpleWhitespace:
+        raise _Unusual  # a line break, a comment: LibCST knows the indentation rules
+    if whitespace.value:
+        out.append(whitespace.value)
+
+
+def _emit(node, out: list[str]) -> None:
+    emit = _EMITTERS.get(type(node))
+    if emit is None:
+        raise _Unusual
+    lpar = getattr(node, "lpar", ())
+    for paren in lpar:
+        out.append("(")
+        _space(paren.whitespace_after, out)
+    emit(node, out)
+    for paren in getattr(node, "rpar", ()):
+        _space(paren.whitespace_before, out)
+        out.append(")")
+
+
+def _token(node, out: list[str]) -> None:
+    out.append(node.value)
+
+
+def _attribute(node: cst.Attribute, out: list[str]) -> None:
+    _emit(node.value, out)
+    _one_token_op(node.dot, ".", out)
+    _emit(node.attr, out)
+
+
+def _call(node: cst.Call, out: list[str]) -> None:
+    _emit(node.func, out)
+    _space(node.whitespace_after_func, out)
+    out.append("(")
+    _space(node.whitespace_before_args, out)
+    for argument in node.args:
+        out.append(argument.star)
+        _space(argument.whitespace_after_star, out)
+        if argument.keyword is not None:
+            _emit(argument.keyword, out)
+            if not isinstance(argument.equal, cst.AssignEqual):
+                raise _Unusual  # (a built node's default ` = `)
+            _one_token_op(argument.equal, "=", out)
+        _emit(argument.value, out)
+        _comma(argument.comma, out)
+        _space(argument.whitespace_after_arg, out)
+    out.append(")")
+
+
+def _comma(comma, out: list[str]) -> None:
+    if isinstance(comma, cst.Comma):
+        _one_token_op(comma, ",", out)
+    elif comma is not cst.MaybeSentinel.DEFAULT:
+        raise _Unusual
+
+
+def _one_token_op(op, token: str, out: list[str]) -> None:
+    _space(op.whitespace_before, out)
+    out.append(token)
+    _space(op.whitespace_after, out)
+
+
+def _operator(op, out: list[str]) -> None:
+    tokens = _OPERATORS.get(type(op))
+    if tokens is None:
+        raise _Unusual
+    _space(op.whitespace_before, out)
+    if type(tokens) is tuple:  # `not in`, `is not`
+        out.append(tokens[0])
+        _space(op.whitespace_between, out)
+        out.append(tokens[1])
+    else:
+        out.append(tokens)
+    _space(op.whitespace_after, out)
+
+
+def _comparison(node: cst.Comparison, out: list[str]) -> None:
+    _emit(node.left, out)
+    for target in node.comparisons:
+        _operator(target.operator, out)
+        _emit(target.comparator, out)
+
+
+def _binary(node: cst.BinaryOperation | cst.BooleanOperation, out: list[str]) -> None:
+    _emit(node.left, out)
+    _operator(node.operator, out)
+    _emit(node.right, out)
+
+
+def _unary(node: cst.UnaryOperation, out: list[str]) -> None:
+    token = _UNARY.get(type(node.operator))
+    if token is None:
+        raise _Unusual
+    out.append(token)
+    _space(node.operator.whitespace_after, out)
+    _emit(node.expression, out)
+
+
+def _subscript(node: cst.Subscript, out: list[str]) -> None:
+    _emit(node.value, out)
+    _space(node.whitespace_after_value, out)
+    out.append("[")
+    _space(node.lbracket.whitespace_after, out)
+    for element in node.slice:
+        index = element.slice
+        if type(index) is not cst.Index or index.star is not None or index.whitespace_after_star is not None:
+            raise _Unusual  # slices `a:b`, `*x`
+        _emit(index.value, out)
+        _comma(element.comma, out)
+    _space(node.rbracket.whitespace_before, out)
+    out.append("]")
+
+
+_EMITTERS = {
+    cst.Name: _token,
+    cst.Integer: _token,
+    cst.Float: _token,
+    cst.SimpleString: _token,
+    cst.Attribute: _attribute,
+    cst.Call: _call,
+    cst.Comparison: _comparison,
+    cst.BooleanOperation: _binary,
+    cst.BinaryOperation: _binary,
+    cst.UnaryOperation: _unary,
+    cst.Subscript: _subscript,
+}
+_UNARY = {cst.Not: "not", cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~"}
+_OPERATORS: dict[type, str | tuple[str, str]] = {
+    cst.And: "and", cst.Or: "or",
+    cst.Equal: "==", cst.NotEqual: "!=", cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
+    cst.GreaterThanEqual: ">=", cst.In: "in", cst.Is: "is", cst.NotIn: ("not", "in"), cst.IsNot: ("is", "not"),
+    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//", cst.Modulo: "%",
+    cst.Power: "**", cst.MatrixMultiply: "@", cst.LeftShift: "<<", cst.RightShift: ">>", cst.BitAnd: "&",
+    cst.BitOr: "|", cst.BitXor: "^",
+}

@@ -12,7 +12,7 @@ import libcst as cst
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
-from torchrepro_lint.analysis.syntax import evaluated_string
+from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.known_apis import (
     CHECKPOINT_CALLS,
@@ -421,7 +421,7 @@ class Lowering:
             return ("", ())
         arg = node.args[0].value
         names = tuple(sorted({n.value for n in _names_in(arg)}))
-        return (self.index.module.code_for_node(arg), names)
+        return (expression_code(self.index.module, arg), names)
 
     def _feeds_seed(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
         """A draw inside a seeding call's arguments is the seed, not a consumption."""
@@ -502,7 +502,7 @@ class Lowering:
 
     def _text(self, expr: cst.BaseExpression) -> str:
         try:
-            return self.index.module.code_for_node(expr)
+            return expression_code(self.index.module, expr)
         except RecursionError:
             return f"<expression {id(expr)}>"  # correlates with nothing
 
