@@ -1,12 +1,15 @@
 """Sharded cold runs (shards.py): several processes parse and check their own shares, and the
 result is the one-process result, also when a worker fails."""
 
+import multiprocessing
 import os
+import time
 
 import pytest
 
 from conftest import check_json
 from torchrepro_lint import shards, staging
+from torchrepro_lint.rules.trp102_partial_seed import PartialSeed
 
 # Op rules on one file ask where the helper is called from in the others (a "uses" summary of
 # each of them), so shares must ask each other; one file does not parse.
@@ -152,6 +155,154 @@ def test_no_more_processes_than_the_files_to_parse_pay_for(root, capsys, monkeyp
     monkeypatch.setattr(shards, "FILES_PER_PROCESS", 5)  # 10 files to parse: two processes
     _, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", "4")[:3]
     assert sharded == alone and stats["workers"] == 1
+
+
+# Entry scripts: programs that program rules report on (TRP102, TRP101, TRP201).
+PROGRAMS = {
+    "shuffle.py": """
+import random
+import torch
+
+def main():
+    torch.manual_seed(0)
+    files = ["a.jpg", "b.jpg"]
+    random.shuffle(files)
+
+if __name__ == "__main__":
+    main()
+""",
+    "unseeded.py": """
+import torch
+from ops import upsample
+
+if __name__ == "__main__":
+    print(upsample(torch.randn(1, 1, 2, 2)))
+""",
+    "bench.py": """
+import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = True
+""",
+}
+
+
+def _with_programs(root):
+    for name, code in PROGRAMS.items():
+        (root / name).write_text(code.lstrip("\n"))
+    return root
+
+
+def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
+    """Patch ProgramChecker.check so that the main process starts on its first program only once
+    a worker has started on one (answering the workers' questions meanwhile): then the workers
+    surely take programs. `in_main` / `in_workers` (index) are called first in each."""
+    main_process = os.getpid()
+    started = multiprocessing.get_context("fork").Value("i", 0)  # shared with the workers
+    hubs = []
+    check, share = staging.ProgramChecker.check, shards.Hub.share_program_rules
+
+    def sharing(hub, *args):
+        hubs.append(hub)
+        return share(hub, *args)
+
+    def checking(self, index):
+        if os.getpid() != main_process:
+            started.value = 1
+            if in_workers:
+                in_workers(index)
+            return check(self, index)
+        deadline = time.monotonic() + 30
+        while hubs and not started.value and time.monotonic() < deadline:
+            hubs[-1]._pump(block=False)
+            time.sleep(0.005)
+        if in_main:
+            in_main(index)
+        return check(self, index)
+
+    monkeypatch.setattr(shards.Hub, "share_program_rules", sharing)
+    monkeypatch.setattr(staging.ProgramChecker, "check", checking)
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("torchrepro-lint: error:")]
+
+
+def test_program_rules_run_in_every_process(root, capsys, monkeypatch):
+    _with_programs(root)
+    _, alone, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    assert {"TRP101", "TRP102", "TRP201"} <= {f["code"] for f in alone}
+    assert (stats["programs"], stats["program_rules_in_workers"]) == (4, 0)
+    _program_rules(monkeypatch)
+    for jobs in ("2", "3"):
+        _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", jobs)
+        assert sharded == alone
+        assert 1 <= stats["program_rules_in_workers"] <= 4
+
+
+def test_a_program_rule_bug_is_reported_once_whichever_processes_met_it(root, capsys, monkeypatch):
+    def bug(self, context):
+        raise RuntimeError("rule bug")
+
+    _with_programs(root)
+    monkeypatch.setattr(PartialSeed, "check_programs", bug)
+    code, alone, _, err = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    assert _errors(err) == ["torchrepro-lint: error: internal error in TRP102: RuntimeError: rule bug"]
+    _program_rules(monkeypatch)
+    sharded_code, sharded, stats, sharded_err = check_json(capsys, root, "--no-cache", "--jobs", "2")
+    assert (sharded_code, sharded, _errors(sharded_err)) == (code, alone, _errors(err))
+    assert stats["program_rules_in_workers"] >= 1
+
+
+def _dies(index):
+    os._exit(3)
+
+
+def _raises(index):
+    raise RuntimeError("worker bug")
+
+
+@pytest.mark.parametrize("failure", [_dies, _raises], ids=["dies", "raises"])
+def test_a_worker_lost_in_the_program_rules_changes_nothing(root, capsys, monkeypatch, failure):
+    # The programs it took and never reported are checked by the main process.
+    _with_programs(root)
+    _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    marker = root.parent / "lost"
+
+    def lost(index):
+        marker.touch()
+        failure(index)
+
+    _program_rules(monkeypatch, in_workers=lost)
+    code, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "2")
+    assert code == 1 and sharded == alone and marker.exists()
+    assert (stats["workers"], stats["program_rules_in_workers"]) == (1, 0)
+
+
+def test_program_findings_of_a_sharded_run_are_cached_for_the_next(root, capsys, monkeypatch):
+    _with_programs(root)
+    cache = str(root.parent / "cache")
+    _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    checked_in_main = []
+    _program_rules(monkeypatch, in_main=checked_in_main.append)
+    _, cold, stats, _ = check_json(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    assert cold == alone and stats["program_rules_in_workers"] >= 1
+    assert stats["program_rules_in_workers"] + len(checked_in_main) == 4
+    # Edits that change no program's facts: the program findings come from the cache, in a
+    # sharded run (enough files to parse again) and in a one-process run alike.
+    checked_in_main.clear()
+    for i in range(4):
+        with (root / f"part{i}.py").open("a") as handle:
+            handle.write("# a comment\n")
+    _, warm, stats, _ = check_json(capsys, root, "--cache-dir", cache, "--jobs", "2")
+    assert warm == alone and stats["workers"] == 1 and stats["programs_resolved"] == 0
+    assert (stats["program_rules_in_workers"], checked_in_main) == (0, [])
+    with (root / "part5.py").open("a") as handle:
+        handle.write("# a comment\n")
+    _, warm, stats, _ = check_json(capsys, root, "--cache-dir", cache, "--jobs", "1")
+    assert warm == alone and (stats["workers"], stats["replayed"], checked_in_main) == (0, False, [])
 
 
 ORPHAN = """

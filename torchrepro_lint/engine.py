@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
@@ -13,11 +12,11 @@ from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
 from torchrepro_lint.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
-from torchrepro_lint.staging import Digests, LoweredStore, ModuleChecker, ProgramRunner, TreeBudget, parallel_available
+from torchrepro_lint.staging import LoweredStore, ModuleChecker, ProgramChecker, ProgramRunner, TreeBudget, parallel_available
 
 PARSE_ERROR = "TRP000"
 
@@ -129,11 +128,16 @@ def lint_sources(
         context = LintContext(project, programs, config)
         return ModuleChecker(context, module_rules, cache, configuration, project.lowered, stats, budget).check
 
+    def make_program_checker(project, programs):
+        context = LintContext(project, programs, config)
+        return ProgramChecker(context, program_rules, cache, configuration, project.lowered).check
+
     # what a worker of a sharded run (shards.py) builds over its copy of the project
     stages = shards.Stages(
         TreeBudget.share,
         lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats),
         make_checker,
+        make_program_checker,
     )
     hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
     stats.workers = len(hub.workers) if hub is not None else 0
@@ -145,15 +149,19 @@ def lint_sources(
         findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
         programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts, hub)
         context = LintContext(project, programs, config)
+        program_checker = ProgramChecker(context, program_rules, cache, configuration, store)
+        if hub is not None:  # every process runs program rules once it has checked its files
+            hub.share_program_rules(program_checker.uncached(), program_checker.check)
         checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
         findings += checker.run(jobs, hub)
         result.errors += checker.errors
-        program_findings, program_errors = _program_findings(context, program_rules, cache, configuration, store)
+        program_findings, program_errors = program_checker.run(hub.program_rules_done if hub is not None else None)
         findings += program_findings
         result.errors += program_errors
     finally:
         if hub is not None:
             stats.summaries_asked = hub.summaries_asked
+            stats.program_rules_in_workers = hub.program_rules_in_workers
             stats.programs_resolved += hub.programs_resolved
             stats.workers_peak_rss_mib = hub.peak_rss_mib
             hub.close()
@@ -215,41 +223,6 @@ def _defines(rule: Rule, method: str) -> bool:
     return getattr(type(rule), method) is not getattr(Rule, method)
 
 
-def _program_findings(context: LintContext, rules: list[Rule], cache, configuration: str, store):
-    """The program rules' findings, program by program (each rule looks at one program at a
-    time), each cached with what it read: that program's facts, and the text of the modules
-    where it reports or quotes code. An edit elsewhere, even in a module the program runs,
-    leaves them valid while the facts stay the same."""
-    findings: list[Finding] = []
-    errors: list[str] = []
-    for program in context.programs:
-        found, failed = _one_program_findings(program, context, rules, cache, configuration, store)
-        findings += found
-        errors += failed
-    return findings, list(dict.fromkeys(errors))  # a rule's bug, once, not once per program
-
-
-def _one_program_findings(program, context: LintContext, rules: list[Rule], cache, configuration: str, store):
-    view = LintContext(context.project, [program], context.config)
-    digests = Digests(context.project, [program], store) if cache is not None else None
-    key = digest(configuration, "program findings", str(program.entry.path), program.kind, program.function)
-    if cache is not None:
-        found = cache.get("programs", key)
-        if found is not None and digests.all_match(found[0]):
-            return found[1], found[2]
-    findings: list[Finding] = []
-    errors: list[str] = []
-    with record() as reads:
-        for rule in rules:
-            try:
-                findings.extend(f for f in rule.check_programs(view) if f is not None)
-            except Exception:  # a rule bug must not hide every other finding
-                errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
-    if cache is not None:
-        cache.put("programs", key, (sorted((read, digests.of(read)) for read in reads), findings, errors))
-    return findings, errors
-
-
 def load_source(path: Path, text: str | None) -> SourceFile:
     """The source to index for `path` (`text`, or read from disk): a notebook becomes its code
     cells as one module (notebooks.py). Raises SourceError for an unreadable or malformed file."""
@@ -292,7 +265,3 @@ def _per_file_ignored(finding: Finding, config: Config) -> bool:
                 return True
     return False
 
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "unknown error"

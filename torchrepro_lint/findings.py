@@ -73,6 +73,7 @@ class Statistics:
     replayed: bool = False  # the whole result came from the cache
     workers: int = 0  # processes besides the main one that parsed and checked a share of files
     summaries_asked: int = 0  # summaries one process asked of another instead of parsing
+    program_rules_in_workers: int = 0  # programs whose program rules a worker ran
     workers_peak_rss_mib: int = 0  # the largest worker's peak memory (the main process's is the OS's to tell)
 
 

@@ -19,9 +19,14 @@ shares end together:
    never ask for other summaries, so a chain of questions always ends.) Results come back as
    findings, errors and reads, as from ModuleChecker, with the summaries each worker computed,
    for the cache's digests.
+4. Program rules, in the same stage: once it has checked its files, each process takes the next
+   program whose program rules are to run (those the cache does not hold), until none is left.
+   Their findings, errors and reads come back with the checked files'; the main process puts
+   them in program order and caches them (staging.ProgramChecker).
 
-A worker that dies or fails is replaced by the main process, which lowers, interprets, checks
-and summarises what that worker would have: the result is the same, only slower.
+A worker that dies or fails is replaced by the main process, which lowers, interprets, checks,
+summarises and runs the program rules on what that worker would have: the result is the same,
+only slower.
 """
 
 from __future__ import annotations
@@ -89,10 +94,15 @@ class Hub:
         self.summaries_asked = 0
         self.programs_resolved = 0  # by the workers
         self.peak_rss_mib = 0  # the largest worker's, when it finished checking
+        self.program_rules_in_workers = 0  # programs whose rules a worker ran
+        # index -> (findings, errors, reads) of each program whose rules ran in the check stage
+        self.program_rules_done: dict[int, tuple] = {}
+        self._rule_jobs: list[int] = []  # the programs whose rules are to run, by index
+        self._check_program = None  # the main process's: (index) -> (findings, errors, reads)
         context = multiprocessing.get_context("fork")
-        # Shared by all processes: the next file to lower, program to interpret, and file
-        # without a tree to check.
-        self._next = {stage: context.Value("i", 0) for stage in ("file", "program", "check")}
+        # Shared by all processes: the next file to lower, program to interpret, file without
+        # a tree to check, and program to run the program rules on.
+        self._next = {stage: context.Value("i", 0) for stage in ("file", "program", "check", "rules")}
         self.processes = processes
         for shard in range(1, processes):
             self.workers[shard] = _Worker.start(
@@ -172,9 +182,15 @@ class Hub:
         return facts
 
     # checking
+    def share_program_rules(self, indexes: list[int], check_program) -> None:
+        """Before check: the programs (by index) whose program rules every process takes once
+        its files are checked, and how the main process runs them on one."""
+        self._rule_jobs, self._check_program = indexes, check_program
+
     def check(self, modules: list[ProjectModule], programs, main_check):
         """Yield (module, (findings, errors, reads)) for every module in order, each checked
-        where its tree is; summaries the workers computed are merged into the main store."""
+        where its tree is; summaries the workers computed are merged into the main store. The
+        program rules run meanwhile (share_program_rules), into `program_rules_done`."""
         # A module is checked where its tree is; those without a tree anywhere (dropped within
         # budget, or IR from the cache) by whichever process is free, largest first.
         share: dict[int, list[ProjectModule]] = {shard: [] for shard in [MAIN, *self.workers]}
@@ -191,7 +207,7 @@ class Hub:
         for shard, worker in list(self.workers.items()):
             layout = self._layout(shard)  # modules loaded since share_project
             try:
-                worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone))
+                worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone, self._rule_jobs))
             except WorkerLost:
                 self._lose(shard)
         store = self.project.lowered
@@ -204,13 +220,19 @@ class Hub:
         while (i := take(self._next["check"])) < len(treeless):
             self._pump(block=False)
             results[treeless[i].path] = main_check(treeless[i])
+        while (i := take(self._next["rules"])) < len(self._rule_jobs):
+            self._pump(block=False)
+            self.program_rules_done[self._rule_jobs[i]] = self._check_program(self._rule_jobs[i])
         while len(self._done) < len(self.workers):
             self._pump(block=True)
-        for shard, (checked, computed, parses, peak_rss) in self._done.items():
+        for shard, (checked, ruled, computed, parses, peak_rss) in self._done.items():
             PARSES[0] += parses
             self.peak_rss_mib = max(self.peak_rss_mib, peak_rss)
             store.add_summaries(computed)
             results.update(checked)
+            # (the programs a lost worker took are left out: ProgramChecker.run checks them)
+            self.program_rules_done.update(ruled)
+            self.program_rules_in_workers += len(ruled)
         for module in modules:
             if module.path not in results:  # its worker was lost: check it here
                 results[module.path] = main_check(module)
@@ -412,7 +434,7 @@ def _work(
             facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
         connection.send(("facts", facts, runner.stats.programs_resolved - resolved_before))
 
-        _, layout, order, facts, paths, treeless = _expect(connection, "check")
+        _, layout, order, facts, paths, treeless, rule_jobs = _expect(connection, "check")
         _rebuild(project, known, layout, order)
         programs = loads_with_modules(facts, _Modules(project))
         questions = _Questions(connection, project, own)
@@ -425,7 +447,13 @@ def _work(
         for i in tasks(counters["check"], len(treeless)):
             questions.serve()
             results[treeless[i]] = check(project.modules[treeless[i]])
-        connection.send(("done", results, project.lowered.summaries_computed(), PARSES[0] - before, _peak_rss_mib()))
+        check_program = stages.program_checker(project, programs)
+        ruled = {}
+        for i in tasks(counters["rules"], len(rule_jobs)):
+            questions.serve()
+            ruled[rule_jobs[i]] = check_program(rule_jobs[i])
+        summaries_computed = project.lowered.summaries_computed()
+        connection.send(("done", results, ruled, summaries_computed, PARSES[0] - before, _peak_rss_mib()))
         questions.serve(until_stopped=True)  # others may still ask about our trees
     except (EOFError, OSError, _Stopped):
         pass
@@ -540,3 +568,4 @@ class Stages:
     budget: Callable  # (processes in the run) -> TreeBudget
     runner: Callable  # (project) -> ProgramRunner
     checker: Callable  # (project, programs, budget) -> check(module) -> (findings, errors, reads)
+    program_checker: Callable  # (project, programs) -> check(program's index) -> (findings, errors, reads)

@@ -1,4 +1,4 @@
-"""The stages of a run that the cache and `--jobs` change: lowering, programs, per-file rules.
+"""The stages of a run that the cache and `--jobs` change: lowering, programs, per-file and program rules.
 
 A run (engine.lint_sources) lowers every file to IR, interprets the programs on the IR, then
 runs the per-file rules, which need each file's LibCST tree. Each stage reuses what the cache
@@ -8,7 +8,9 @@ has and records what it read, so the next run can tell whether a cached result s
 - a program's facts, while every module its run read has the same IR (ProgramRunner);
 - a file's per-file findings, while the file and everything its rules read of the project
   (other modules' IR or text, the facts of the programs reaching it) are unchanged
-  (ModuleChecker).
+  (ModuleChecker);
+- a program's program-rule findings, while its facts and the text of the modules where they
+  report or quote code are unchanged (ProgramChecker).
 
 With jobs > 1 the per-file rules run in forked worker processes, largest files first: they
 inherit the project, the trees kept within TREE_BUDGET and the program model, so nothing is
@@ -24,6 +26,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 
 from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules, structural_digest
+from torchrepro_lint.context import LintContext
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import summaries
@@ -377,6 +380,84 @@ class ModuleChecker:
         if self.budget is not None:
             self.budget.after_checking(module)
         return findings, errors, reads
+
+
+class ProgramChecker:
+    """Runs the program rules program by program (each rule looks at one program at a time),
+    each program's findings cached with what the rules read: that program's facts, and the text
+    of the modules where they report or quote code. An edit elsewhere, even in a module the
+    program runs, leaves them valid while the facts stay the same."""
+
+    def __init__(self, context, rules, cache, configuration: str, store) -> None:
+        self.context, self.rules, self.cache = context, rules, cache
+        self.configuration, self.store = configuration, store
+        self._hits: dict[int, tuple] = {}  # index -> (findings, errors) found by `uncached`
+
+    def uncached(self) -> list[int]:
+        """The indexes of the programs whose findings the cache does not hold (those it holds
+        are kept for `run`)."""
+        todo = []
+        for i, program in enumerate(self.context.programs):
+            cached = self._cached(program)
+            if cached is None:
+                todo.append(i)
+            else:
+                self._hits[i] = cached
+        return todo
+
+    def run(self, computed: dict | None = None) -> tuple[list[Finding], list[str]]:
+        """Every program's findings, in program order, and the rules' errors. `computed`: index
+        -> (findings, errors, reads) of the programs already checked (in a sharded run, by
+        whichever process took them); the rest are taken from the cache or checked here."""
+        computed = computed or {}
+        findings: list[Finding] = []
+        errors: list[str] = []
+        for i, program in enumerate(self.context.programs):
+            if i in computed:
+                found, failed = self._put(program, *computed[i])
+            else:
+                found, failed = self._hits.get(i) or self._one(i)
+            findings += found
+            errors += failed
+        return findings, list(dict.fromkeys(errors))  # a rule's bug, once, not once per program
+
+    def check(self, index: int):
+        """Findings, internal errors and the reads of every program rule on program `index`."""
+        view = LintContext(self.context.project, [self.context.programs[index]], self.context.config)
+        findings: list[Finding] = []
+        errors: list[str] = []
+        with record() as reads:
+            for rule in self.rules:
+                try:
+                    findings.extend(f for f in rule.check_programs(view) if f is not None)
+                except Exception:  # a rule bug must not hide every other finding
+                    errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
+        return findings, errors, reads
+
+    def _one(self, index: int):
+        """From the cache, or checked here and cached."""
+        program = self.context.programs[index]
+        cached = self._cached(program)
+        return cached if cached is not None else self._put(program, *self.check(index))
+
+    def _key(self, program) -> str:
+        return digest(self.configuration, "program findings", str(program.entry.path), program.kind, program.function)
+
+    def _cached(self, program):
+        if self.cache is None:
+            return None
+        found = self.cache.get("programs", self._key(program))
+        if found is None or not Digests(self.context.project, [program], self.store).all_match(found[0]):
+            return None
+        return found[1], found[2]
+
+    def _put(self, program, findings, errors, reads):
+        # In the main process, as ModuleChecker.run does: the digests are of its project.
+        if self.cache is not None:
+            digests = Digests(self.context.project, [program], self.store)
+            values = sorted((read, digests.of(read)) for read in reads)
+            self.cache.put("programs", self._key(program), (values, findings, errors))
+        return findings, errors
 
 
 def _check_in_worker(path):
