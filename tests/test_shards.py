@@ -3,7 +3,9 @@ result is the one-process result, also when a worker fails."""
 
 import multiprocessing
 import os
-import time
+from pathlib import Path
+from multiprocessing.connection import wait
+from types import SimpleNamespace
 
 import pytest
 
@@ -200,7 +202,7 @@ def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
     a worker has started on one (answering the workers' questions meanwhile): then the workers
     surely take programs. `in_main` / `in_workers` (index) are called first in each."""
     main_process = os.getpid()
-    started = multiprocessing.get_context("fork").Value("i", 0)  # shared with the workers
+    started, starting = multiprocessing.get_context("fork").Pipe(duplex=False)  # a worker's "I began"
     hubs = []
     check, share = staging.ProgramChecker.check, shards.Hub.share_program_rules
 
@@ -210,14 +212,15 @@ def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
 
     def checking(self, index):
         if os.getpid() != main_process:
-            started.value = 1
+            starting.send(index)
             if in_workers:
                 in_workers(index)
             return check(self, index)
-        deadline = time.monotonic() + 30
-        while hubs and not started.value and time.monotonic() < deadline:
-            hubs[-1]._pump(block=False)
-            time.sleep(0.005)
+        # Wait for that word, answering the workers meanwhile (no timing: a blocking wait).
+        while hubs and hubs[-1].workers and not started.poll():
+            ready = wait([started, *(worker.connection for worker in hubs[-1].workers.values())])
+            if started not in ready:
+                hubs[-1]._pump(block=False)
         if in_main:
             in_main(index)
         return check(self, index)
@@ -333,3 +336,67 @@ def test_workers_exit_when_the_main_process_dies(tmp_path):
     # The worker inherited these pipes: they close only when it has exited too.
     process.communicate(timeout=120)
     assert process.returncode == 9
+
+
+class _FakeAsker:
+    """The questions side of a process, for _SetAside: answers arrive when the test says."""
+
+    def __init__(self):
+        self.deferring = False
+        self.answers = {}
+
+    def answered(self, key):
+        return key in self.answers
+
+    def ask(self, key):
+        if key in self.answers:
+            return self.answers[key]
+        if self.deferring:
+            raise shards._Deferred(key)
+        return "waited"  # a blocking ask
+
+
+def _module(name):
+    return SimpleNamespace(path=Path(name))
+
+
+def test_a_file_waiting_for_a_summary_is_set_aside_and_checked_once_answered():
+    asker, results, attempts = _FakeAsker(), {}, []
+
+    def check(module):
+        attempts.append(module.path.name)
+        return asker.ask(("other.py", "uses", "x")) if module.path.name == "a.py" else "plain"
+
+    aside = shards._SetAside(asker, check, results)
+    aside.check(_module("a.py"))
+    aside.check(_module("b.py"))
+    assert list(results) == [Path("b.py")]  # b was checked while a waited
+    aside.retry()
+    assert Path("a.py") not in results  # no answer yet: still aside
+    asker.answers[("other.py", "uses", "x")] = "answer"
+    aside.retry()
+    assert results == {Path("b.py"): "plain", Path("a.py"): "answer"}
+    assert attempts == ["a.py", "b.py", "a.py"]
+
+
+def test_a_file_is_set_aside_once_then_waits_for_its_answers():
+    asker, results = _FakeAsker(), {}
+    asked = iter([("m1.py", "k", ""), ("m2.py", "k", "")])
+
+    def check(module):  # asks about one module after another, as `any(summary(m) ...)` does
+        return asker.ask(next(asked))
+
+    aside = shards._SetAside(asker, check, results)
+    aside.check(_module("a.py"))
+    asker.answers[("m1.py", "k", "")] = "first"
+    aside.retry()  # asks the second question: it may not be set aside again
+    assert results == {Path("a.py"): "waited"}
+    assert aside.waiting == []
+
+
+def test_what_is_still_aside_at_the_end_is_checked_waiting():
+    asker, results = _FakeAsker(), {}
+    aside = shards._SetAside(asker, lambda module: asker.ask(("m.py", "k", "")), results)
+    aside.check(_module("a.py"))
+    aside.finish()
+    assert results == {Path("a.py"): "waited"}
