@@ -3,9 +3,7 @@ result is the one-process result, also when a worker fails."""
 
 import multiprocessing
 import os
-from pathlib import Path
 from multiprocessing.connection import wait
-from types import SimpleNamespace
 
 import pytest
 
@@ -338,65 +336,27 @@ def test_workers_exit_when_the_main_process_dies(tmp_path):
     assert process.returncode == 9
 
 
-class _FakeAsker:
-    """The questions side of a process, for _SetAside: answers arrive when the test says."""
 
-    def __init__(self):
-        self.deferring = False
-        self.answers = {}
+def test_questions_are_answered_between_the_rules_of_one_file():
+    """A worker checking a large file answers the main process before each rule, not only
+    after the file: shards._pause_between_rules hooks ModuleChecker.check."""
+    from types import SimpleNamespace
 
-    def answered(self, key):
-        return key in self.answers
+    calls = []
 
-    def ask(self, key):
-        if key in self.answers:
-            return self.answers[key]
-        if self.deferring:
-            raise shards._Deferred(key)
-        return "waited"  # a blocking ask
+    class Rule:
+        def __init__(self, code):
+            self.code = code
 
+        def may_fire_in(self, text):
+            return True
 
-def _module(name):
-    return SimpleNamespace(path=Path(name))
+        def check_module(self, module, context):
+            calls.append(self.code)
+            return ()
 
-
-def test_a_file_waiting_for_a_summary_is_set_aside_and_checked_once_answered():
-    asker, results, attempts = _FakeAsker(), {}, []
-
-    def check(module):
-        attempts.append(module.path.name)
-        return asker.ask(("other.py", "uses", "x")) if module.path.name == "a.py" else "plain"
-
-    aside = shards._SetAside(asker, check, results)
-    aside.check(_module("a.py"))
-    aside.check(_module("b.py"))
-    assert list(results) == [Path("b.py")]  # b was checked while a waited
-    aside.retry()
-    assert Path("a.py") not in results  # no answer yet: still aside
-    asker.answers[("other.py", "uses", "x")] = "answer"
-    aside.retry()
-    assert results == {Path("b.py"): "plain", Path("a.py"): "answer"}
-    assert attempts == ["a.py", "b.py", "a.py"]
-
-
-def test_a_file_is_set_aside_once_then_waits_for_its_answers():
-    asker, results = _FakeAsker(), {}
-    asked = iter([("m1.py", "k", ""), ("m2.py", "k", "")])
-
-    def check(module):  # asks about one module after another, as `any(summary(m) ...)` does
-        return asker.ask(next(asked))
-
-    aside = shards._SetAside(asker, check, results)
-    aside.check(_module("a.py"))
-    asker.answers[("m1.py", "k", "")] = "first"
-    aside.retry()  # asks the second question: it may not be set aside again
-    assert results == {Path("a.py"): "waited"}
-    assert aside.waiting == []
-
-
-def test_what_is_still_aside_at_the_end_is_checked_waiting():
-    asker, results = _FakeAsker(), {}
-    aside = shards._SetAside(asker, lambda module: asker.ask(("m.py", "k", "")), results)
-    aside.check(_module("a.py"))
-    aside.finish()
-    assert results == {Path("a.py"): "waited"}
+    checker = staging.ModuleChecker(None, [Rule("A"), Rule("B")], None, "", None, None, None)
+    shards._pause_between_rules(checker.check, lambda: calls.append("answered"))
+    module = SimpleNamespace(source=SimpleNamespace(text="x = 1\n", path=None))
+    checker.check(module)
+    assert calls == ["answered", "A", "answered", "B"]

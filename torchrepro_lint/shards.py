@@ -113,8 +113,6 @@ class Hub:
         self.kept: set[Path] = set()  # modules whose tree a worker kept after lowering
         self._sent: dict[int, set] = {shard: set() for shard in self.workers}  # modules each worker has
         self._answers: dict = {}  # answers to the main process's own questions
-        self._asked: set = set()  # its questions sent and not yet answered
-        self.deferring = False  # while checking a file that may be set aside (_SetAside)
         self._forwarded: dict[int, set] = {}  # shard -> (question, asker) it has not answered yet
         self._done: dict[int, tuple] = {}
 
@@ -216,20 +214,16 @@ class Hub:
         # Until close(): the program rules and the cache's digests may ask for summaries too.
         store.remote = self._ask
         results: dict[Path, tuple] = {}
-        aside = _SetAside(self, main_check, results)
+        _pause_between_rules(main_check, lambda: self._pump(block=False))
         for module in share[MAIN]:
             self._pump(block=False)
-            aside.retry()
-            aside.check(module)
+            results[module.path] = main_check(module)
         while (i := take(self._next["check"])) < len(treeless):
             self._pump(block=False)
-            aside.retry()
-            aside.check(treeless[i])
+            results[treeless[i].path] = main_check(treeless[i])
         while (i := take(self._next["rules"])) < len(self._rule_jobs):
             self._pump(block=False)
-            aside.retry()
             self.program_rules_done[self._rule_jobs[i]] = self._check_program(self._rule_jobs[i])
-        aside.finish()
         while len(self._done) < len(self.workers):
             self._pump(block=True)
         for shard, (checked, ruled, computed, parses, peak_rss) in self._done.items():
@@ -266,27 +260,17 @@ class Hub:
         if shard not in self.workers or module.has_tree:
             return compute()
         key = (module.path, kind, argument)
-        if key in self._answers:
-            return self._answers[key]
-        if key not in self._asked:
-            self.summaries_asked += 1
-            try:
-                self.workers[shard].send(("compute", key, MAIN))
-            except WorkerLost:
-                self._lose(shard)
-                return compute()
-            self._asked.add(key)
-        if self.deferring:
-            raise _Deferred(key)
+        self.summaries_asked += 1
+        try:
+            self.workers[shard].send(("compute", key, MAIN))
+        except WorkerLost:
+            self._lose(shard)
+            return compute()
         while key not in self._answers:
             if shard not in self.workers:  # lost while we waited
                 return compute()
             self._pump(block=True)
-        return self._answers[key]
-
-    def answered(self, key) -> bool:
-        """Whether asking for summary `key` again gets an answer without waiting."""
-        return key in self._answers or self.shard_of.get(key[0], MAIN) not in self.workers
+        return self._answers.pop(key)
 
     def _pump(self, block: bool) -> None:
         """Handle the messages that have arrived (at least one if `block`)."""
@@ -321,7 +305,6 @@ class Hub:
             self._forwarded.get(shard, set()).discard((key, asker))
             if asker == MAIN:
                 self._answers[key] = value
-                self._asked.discard(key)
             else:
                 self._reply(asker, key, value)
         elif kind == "done":
@@ -458,17 +441,14 @@ def _work(
         questions = _Questions(connection, project, own)
         project.lowered.remote = questions.ask
         check = stages.checker(project, programs, budget)
+        _pause_between_rules(check, questions.serve)
         results = {}
-        aside = _SetAside(questions, check, results)
         for path in paths:
             questions.serve()
-            aside.retry()
-            aside.check(project.modules[path])
+            results[path] = check(project.modules[path])
         for i in tasks(counters["check"], len(treeless)):
             questions.serve()
-            aside.retry()
-            aside.check(project.modules[treeless[i]])
-        aside.finish()
+            results[treeless[i]] = check(project.modules[treeless[i]])
         check_program = stages.program_checker(project, programs)
         ruled = {}
         for i in tasks(counters["rules"], len(rule_jobs)):
@@ -486,6 +466,15 @@ def _work(
             pass
     finally:
         os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+def _pause_between_rules(check, pause) -> None:
+    """Have the ModuleChecker behind `check` call `pause` before each rule: the questions of
+    other processes are answered there, not only between two files (a large file's rules can
+    take seconds, and the asker waits idle meanwhile)."""
+    checker = getattr(check, "__self__", None)
+    if checker is not None and hasattr(checker, "pause"):
+        checker.pause = pause
 
 
 def _peak_rss_mib() -> int:
@@ -530,81 +519,21 @@ class _Stopped(Exception):
     """The main process said stop."""
 
 
-class _Deferred(BaseException):
-    """A file's rules need a summary that another process is computing. A BaseException, so
-    that the rules' own `except Exception` (a rule bug is reported, not raised) lets it through."""
-
-    def __init__(self, key) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-class _SetAside:
-    """Checks files in one process; a file whose rules ask another process for a summary is set
-    aside, and checked again from the start once the answer is in, instead of this process
-    waiting idle until the other reaches a pause between its own files (on torch's source, each
-    process waited 5-6 s in all). `asker` is the process's side of the questions: its
-    `deferring` is set while a file may be set aside, `answered(key)` tells when to retry."""
-
-    LIMIT = 16  # files set aside at once: each keeps its tree meanwhile
-
-    def __init__(self, asker, check, results: dict) -> None:
-        self.asker, self._check, self.results = asker, check, results
-        self.waiting: list[tuple[ProjectModule, tuple]] = []
-        self._set_aside: set = set()
-
-    def check(self, module: ProjectModule) -> None:
-        # Once only per file: a rule that asks about many modules in turn would otherwise start
-        # over (its own analysis included) after each answer.
-        self.asker.deferring = len(self.waiting) < self.LIMIT and module.path not in self._set_aside
-        try:
-            self.results[module.path] = self._check(module)
-        except _Deferred as deferred:
-            self.waiting.append((module, deferred.key))
-            self._set_aside.add(module.path)
-        finally:
-            self.asker.deferring = False
-
-    def retry(self) -> None:
-        """Check again the files whose answer has come."""
-        ready = [item for item in self.waiting if self.asker.answered(item[1])]
-        for item in ready:
-            self.waiting.remove(item)
-            self.check(item[0])
-
-    def finish(self) -> None:
-        """Check what is left, waiting for the answers now."""
-        waiting, self.waiting = self.waiting, []
-        for module, _ in waiting:
-            self.results[module.path] = self._check(module)
-
-
 class _Questions:
     """A worker's side of the summary questions: asking for another shard's, answering for its own."""
 
     def __init__(self, connection, project: ProjectIndex, own: dict) -> None:
         self.connection, self.project, self.own = connection, project, own
         self._answers: dict = {}
-        self._asked: set = set()
-        self.deferring = False  # while checking a file that may be set aside (_SetAside)
 
     def ask(self, module: ProjectModule, kind: str, argument: str, compute):
         if module.path in self.own or module.has_tree or module.path not in self.project.modules:
             return compute()
         key = (module.path, kind, argument)
-        if key in self._answers:
-            return self._answers[key]
-        if key not in self._asked:
-            self.connection.send(("need", key))
-            self._asked.add(key)
-        if self.deferring:
-            raise _Deferred(key)
+        self.connection.send(("need", key))
         while key not in self._answers:
             self._handle(self.connection.recv())
-        return self._answers[key]
-
-    def answered(self, key) -> bool:
-        return key in self._answers
+        return self._answers.pop(key)
 
     def serve(self, until_stopped: bool = False) -> None:
         """Answer the questions that have arrived; with `until_stopped`, until told to stop."""

@@ -307,6 +307,9 @@ class ModuleChecker:
         self.context, self.rules, self.cache = context, rules, cache
         self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
         self.errors: list[str] = []
+        # Called before each rule: a sharded run answers other processes' questions there
+        # (shards.py), so that one waits for a rule on one file, not for a whole file's rules.
+        self.pause = None
 
     def run(self, jobs: int, hub=None) -> list[Finding]:
         """With a `hub` (shards.py), each module is checked in the process that has its tree."""
@@ -371,6 +374,8 @@ class ModuleChecker:
             for rule in self.rules:
                 if not rule.may_fire_in(module.source.text):
                     continue
+                if self.pause is not None:
+                    self.pause()
                 try:
                     findings.extend(f for f in rule.check_module(module, self.context) if f is not None)
                 except Exception:  # a rule bug must not hide every other finding

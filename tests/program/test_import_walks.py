@@ -11,7 +11,7 @@ import pytest
 
 from conftest import reported
 from torchrepro_lint.project import interpreter
-from torchrepro_lint.project.interpreter import _ImportWalk
+from torchrepro_lint.project.interpreter import _CallbackRun, _ImportWalk
 
 PACKAGE_SEEDS = {
     "pkg/__init__.py": "import torch\n\ntorch.manual_seed(0)\n",
@@ -76,6 +76,7 @@ def test_each_program_is_reported_at_its_own_import_of_the_package(lint, count_w
 def test_replayed_walks_find_what_walking_finds(lint, monkeypatch, files):
     replayed = reported(lint(files, {"select": ["ALL"]}), lint.root)
     monkeypatch.setattr(_ImportWalk, "replays_in", lambda self, interp, recorded=False: False)
+    monkeypatch.setattr(_CallbackRun, "replays_in", lambda self, interp, recorded=False: False)
     walked = reported(lint(files, {"select": ["ALL"]}), lint.root)
     assert replayed == walked
     assert replayed  # the fixtures do report: an empty comparison would prove nothing
@@ -106,3 +107,18 @@ def test_a_walk_that_would_pass_the_step_bound_is_walked_again(lint, monkeypatch
     count_walks.clear()
     lint(PACKAGE_SEEDS, {"select": ["TRP102"]})
     assert count_walks == ["pkg", "pkg"]
+
+
+def test_the_callbacks_a_package_registers_run_once_for_all_its_scripts(lint, monkeypatch):
+    runs = []
+    original = _CallbackRun.record.__func__
+
+    def record(cls, interp):
+        runs.append(interp.entry.name)
+        return original(cls, interp)
+
+    monkeypatch.setattr(_CallbackRun, "record", classmethod(record))
+    lint(PACKAGE_DOES_EVERYTHING, {"select": ["ALL"]})
+    # a.py, b.py and c.py import the package the same way: one run, replayed for the others
+    # (pkg.tool and pkg.layers run their own: each is in the package's closure).
+    assert len([name for name in runs if name in ("a", "b", "c")]) == 1

@@ -177,6 +177,7 @@ class ProjectIndex:
     _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
     # module id -> import walks recorded from a program's fresh start (interpreter.py)
     import_walks: dict = field(default_factory=dict, repr=False)
+    callback_runs: dict = field(default_factory=dict, repr=False)  # (the same, for callbacks)
     generation: int = 0  # bumped whenever the modules change: memos built before are void
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
@@ -219,6 +220,7 @@ class ProjectIndex:
     def _forget_resolution(self) -> None:
         self.generation += 1
         self.import_walks.clear()
+        self.callback_runs.clear()
         self._named.clear()
         self.inert_imports.clear()
         self._resolved.clear()

@@ -27,6 +27,7 @@ MAX_DEPTH = 40  # open calls (and spawns) along one path
 MAX_IMPORT_DEPTH = 100  # imports running inside imports: each holds a few Python frames
 MAX_STEPS = 200_000
 MAX_STATES = 64
+WALKS_KEPT = 4  # recorded walks of one import, for programs that had imported different modules before
 
 Site = tuple  # (ProjectModule, ref): a node in some module
 
@@ -167,8 +168,24 @@ class Interpreter:
         return self.facts
 
     def run_callbacks(self) -> None:
-        """Callbacks run at a time we cannot place: their effects count, their order does not."""
+        """Callbacks run at a time we cannot place: their effects count, their order does not.
+        Importing a library registers the same callbacks in each of its scripts (torch: most of
+        a program's time): their run is recorded once and replayed (_CallbackRun)."""
         self.ordered = False
+        if self.depth or self.spawned or self.stack or self.guards or not self.callbacks:
+            self._run_callbacks()
+            return
+        runs = self.project.callback_runs.setdefault(tuple(self.callbacks), [])
+        for run in runs:
+            if run.replays_in(self):
+                run.replay(self)
+                return
+        run = _CallbackRun.record(self)
+        if run.replays_in(self, recorded=True) and len(runs) < WALKS_KEPT:
+            runs.append(run)
+        run.replay(self)
+
+    def _run_callbacks(self) -> None:
         done: set[tuple[int, str]] = set()
         while len(done) < len(self.callbacks):
             for key, symbol in list(self.callbacks.items()):
@@ -430,7 +447,7 @@ class Interpreter:
             if walk.replays_in(self):
                 return walk.replay(self, anchor)
         walk = _ImportWalk.record(self, module, states, anchor)
-        if walk.replays_in(self, recorded=True) and len(walks) < 4:
+        if walk.replays_in(self, recorded=True) and len(walks) < WALKS_KEPT:
             walks.append(walk)
         return walk.replay(self, anchor)
 
@@ -585,6 +602,76 @@ class _ImportWalk:
         interpreter.facts.merge(facts)
         interpreter.facts.spawns += facts.spawns
         return [moved.state(state) for state in self.states]
+
+
+@dataclass
+class _CallbackRun:
+    """What running a program's callbacks did. Callbacks start from a seeded state, out of
+    order, anchored where they are: the run reads nothing of the program but its callbacks (the
+    key it is kept under), which modules are imported, and which functions it already found
+    effectful; so it replays in any program with the same, whose entry module it never ran."""
+
+    effectful_before: dict
+    looked_up: frozenset
+    imported_then: frozenset
+    imported: frozenset
+    facts: Facts
+    steps: int
+    effectful: dict
+    callbacks: dict
+    reads: frozenset
+    generation: int
+
+    @classmethod
+    def record(cls, interpreter: Interpreter) -> _CallbackRun:
+        effectful_before, callbacks_before = dict(interpreter._effectful), dict(interpreter.callbacks)
+        imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
+        generation = interpreter.project.generation
+        outer_facts = interpreter.facts
+        interpreter.facts, interpreter._lookups = Facts(), set()
+        try:
+            with record() as reads:
+                interpreter._run_callbacks()
+            facts, looked_up = interpreter.facts, frozenset(interpreter._lookups)
+        finally:
+            interpreter.facts, interpreter._lookups = outer_facts, None
+        run = cls(
+            effectful_before, looked_up, looked_up & imported_before, frozenset(interpreter.imported - imported_before),
+            facts, interpreter.steps - steps_before, dict(interpreter._effectful), dict(interpreter.callbacks),
+            frozenset(reads), generation,
+        )
+        # Undo what the run did, for replay() to redo it.
+        interpreter.imported -= run.imported
+        interpreter.steps = steps_before
+        interpreter._effectful.clear()
+        interpreter._effectful.update(effectful_before)
+        interpreter.callbacks.clear()
+        interpreter.callbacks.update(callbacks_before)
+        return run
+
+    def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
+        entry = interpreter.entry
+        return (
+            self.generation == interpreter.project.generation
+            and id(entry) not in self.looked_up
+            and entry.path not in self.facts.modules  # (an anchor or a `__main__` guard would differ)
+            and interpreter.steps + self.steps <= MAX_STEPS
+            and (
+                recorded
+                or self.looked_up & interpreter.imported == self.imported_then
+                and interpreter._effectful == self.effectful_before
+            )
+        )
+
+    def replay(self, interpreter: Interpreter) -> None:
+        for read in self.reads:
+            note_read(*read)
+        interpreter.imported |= self.imported
+        interpreter.steps += self.steps
+        interpreter._effectful.update(self.effectful)
+        interpreter.callbacks.update(self.callbacks)
+        interpreter.facts.merge(self.facts)
+        interpreter.facts.spawns += self.facts.spawns
 
 
 class _Reanchored:
