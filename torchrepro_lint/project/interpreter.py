@@ -536,94 +536,27 @@ _FRESH = PathState()
 
 
 @dataclass
-class _ImportWalk:
-    """What walking one import from a fresh start did, as the interpreter would have done it.
+class _Recording:
+    """What part of one program's run did, to be replayed in another program. The part reads
+    nothing of the program but which modules are already imported (`looked_up`, and of those
+    `imported_then`) and which functions it knows to be effectful, so it replays wherever those
+    are the same and the program's entry module was never run or looked up by it."""
 
-    The walk reads nothing of the program but which modules are imported (`looked_up`, and of
-    those `imported_then`), so it replays in any program with the same answers there, whose
-    entry module it never ran. Its occurrences are anchored at the import statement that ran it.
-    """
-
-    anchor: Site
-    looked_up: frozenset  # ids of the modules whose imported-ness the walk tested
+    looked_up: frozenset  # ids of the modules whose imported-ness it tested
     imported_then: frozenset  # those that were imported already
     imported: frozenset  # ids it imported
-    states: list
     facts: Facts
     steps: int
-    effectful: dict
-    callbacks: dict
+    effectful_before: dict
+    effectful: dict  # the interpreter's memo after it
+    callbacks: dict  # the callbacks registered after it
     reads: frozenset  # what it read (project.index.record), for the cached program's validity
     generation: int  # the project's, when it ran: a module added meanwhile voids it
 
-    @classmethod
-    def record(cls, interpreter: Interpreter, module: ProjectModule, states, anchor: Site) -> _ImportWalk:
-        imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
-        generation = interpreter.project.generation
-        outer_facts = interpreter.facts
-        interpreter.facts, interpreter._lookups = Facts(), set()
-        try:
-            with record() as reads:
-                walked, returned = interpreter.block(module.ir.top, states, Frame(module, anchor=anchor))
-            facts, looked_up = interpreter.facts, frozenset(interpreter._lookups)
-        finally:
-            interpreter.facts, interpreter._lookups = outer_facts, None
-        walk = cls(
-            anchor, looked_up, looked_up & imported_before, frozenset(interpreter.imported - imported_before),
-            walked + returned, facts, interpreter.steps - steps_before, dict(interpreter._effectful),
-            dict(interpreter.callbacks), frozenset(reads), generation,
-        )
-        # Undo what the walk did, for replay() to redo it.
-        interpreter.imported -= walk.imported
-        interpreter.steps = steps_before
-        interpreter._effectful.clear()
-        interpreter.callbacks.clear()
-        return walk
-
-    def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
-        entry = interpreter.entry
-        return (
-            self.generation == interpreter.project.generation
-            and id(entry) not in self.looked_up
-            and entry.path not in self.facts.modules  # its `__main__` guards would read differently
-            and interpreter.steps + self.steps <= MAX_STEPS  # (no walk cut short by the bound)
-            and (recorded or self.looked_up & interpreter.imported == self.imported_then)
-        )
-
-    def replay(self, interpreter: Interpreter, anchor: Site) -> list[PathState]:
-        for read in self.reads:
-            note_read(*read)
-        interpreter.imported |= self.imported
-        interpreter.steps += self.steps
-        interpreter._effectful.update(self.effectful)
-        interpreter.callbacks.update(self.callbacks)
-        moved = _Reanchored(self.anchor, anchor)
-        facts = moved.facts(self.facts)
-        interpreter.facts.merge(facts)
-        interpreter.facts.spawns += facts.spawns
-        return [moved.state(state) for state in self.states]
-
-
-@dataclass
-class _CallbackRun:
-    """What running a program's callbacks did. Callbacks start from a seeded state, out of
-    order, anchored where they are: the run reads nothing of the program but its callbacks (the
-    key it is kept under), which modules are imported, and which functions it already found
-    effectful; so it replays in any program with the same, whose entry module it never ran."""
-
-    effectful_before: dict
-    looked_up: frozenset
-    imported_then: frozenset
-    imported: frozenset
-    facts: Facts
-    steps: int
-    effectful: dict
-    callbacks: dict
-    reads: frozenset
-    generation: int
-
-    @classmethod
-    def record(cls, interpreter: Interpreter) -> _CallbackRun:
+    @staticmethod
+    def capture(interpreter: Interpreter, run) -> tuple[dict, object]:
+        """Call run() with the interpreter's facts and lookups captured, then undo what it did to
+        the interpreter (replay redoes it). (The recording's fields, run's result.)"""
         effectful_before, callbacks_before = dict(interpreter._effectful), dict(interpreter.callbacks)
         imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
         generation = interpreter.project.generation
@@ -631,31 +564,33 @@ class _CallbackRun:
         interpreter.facts, interpreter._lookups = Facts(), set()
         try:
             with record() as reads:
-                interpreter._run_callbacks()
+                result = run()
             facts, looked_up = interpreter.facts, frozenset(interpreter._lookups)
         finally:
             interpreter.facts, interpreter._lookups = outer_facts, None
-        run = cls(
-            effectful_before, looked_up, looked_up & imported_before, frozenset(interpreter.imported - imported_before),
-            facts, interpreter.steps - steps_before, dict(interpreter._effectful), dict(interpreter.callbacks),
-            frozenset(reads), generation,
+        imported = frozenset(interpreter.imported - imported_before)
+        fields = dict(
+            looked_up=looked_up, imported_then=looked_up & imported_before, imported=imported, facts=facts,
+            steps=interpreter.steps - steps_before, effectful_before=effectful_before,
+            effectful=dict(interpreter._effectful), callbacks=dict(interpreter.callbacks), reads=frozenset(reads),
+            generation=generation,
         )
-        # Undo what the run did, for replay() to redo it.
-        interpreter.imported -= run.imported
+        interpreter.imported -= imported
         interpreter.steps = steps_before
         interpreter._effectful.clear()
         interpreter._effectful.update(effectful_before)
         interpreter.callbacks.clear()
         interpreter.callbacks.update(callbacks_before)
-        return run
+        return fields, result
 
     def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
+        """`recorded`: asked right after recording, in the program that recorded it."""
         entry = interpreter.entry
         return (
             self.generation == interpreter.project.generation
             and id(entry) not in self.looked_up
-            and entry.path not in self.facts.modules  # (an anchor or a `__main__` guard would differ)
-            and interpreter.steps + self.steps <= MAX_STEPS
+            and entry.path not in self.facts.modules  # its `__main__` guards, its anchors would differ
+            and interpreter.steps + self.steps <= MAX_STEPS  # (nothing cut short by the bound)
             and (
                 recorded
                 or self.looked_up & interpreter.imported == self.imported_then
@@ -663,15 +598,52 @@ class _CallbackRun:
             )
         )
 
-    def replay(self, interpreter: Interpreter) -> None:
+    def _redo(self, interpreter: Interpreter, facts: Facts) -> None:
         for read in self.reads:
             note_read(*read)
         interpreter.imported |= self.imported
         interpreter.steps += self.steps
         interpreter._effectful.update(self.effectful)
         interpreter.callbacks.update(self.callbacks)
-        interpreter.facts.merge(self.facts)
-        interpreter.facts.spawns += self.facts.spawns
+        interpreter.facts.merge(facts)
+        interpreter.facts.spawns += facts.spawns
+
+
+@dataclass
+class _ImportWalk(_Recording):
+    """Walking one import from a program's fresh start (`_starts_fresh`: no effectful function
+    known yet, no callback); its occurrences are anchored at the import statement that ran it."""
+
+    anchor: Site
+    states: list
+
+    @classmethod
+    def record(cls, interpreter: Interpreter, module: ProjectModule, states, anchor: Site) -> _ImportWalk:
+        def walk():
+            walked, returned = interpreter.block(module.ir.top, states, Frame(module, anchor=anchor))
+            return walked + returned
+
+        fields, walked = cls.capture(interpreter, walk)
+        return cls(**fields, anchor=anchor, states=walked)
+
+    def replay(self, interpreter: Interpreter, anchor: Site) -> list[PathState]:
+        moved = _Reanchored(self.anchor, anchor)
+        self._redo(interpreter, moved.facts(self.facts))
+        return [moved.state(state) for state in self.states]
+
+
+@dataclass
+class _CallbackRun(_Recording):
+    """Running a program's callbacks: from a seeded state, out of order, anchored where they are.
+    Kept under the callbacks it ran (Interpreter.run_callbacks)."""
+
+    @classmethod
+    def record(cls, interpreter: Interpreter) -> _CallbackRun:
+        fields, _ = cls.capture(interpreter, interpreter._run_callbacks)
+        return cls(**fields)
+
+    def replay(self, interpreter: Interpreter) -> None:
+        self._redo(interpreter, self.facts)
 
 
 class _Reanchored:
