@@ -126,7 +126,7 @@ def lint_sources(
 
     def make_checker(project, programs, budget):
         context = LintContext(project, programs, config)
-        return ModuleChecker(context, module_rules, cache, configuration, project.lowered, stats, budget).check
+        return ModuleChecker(context, module_rules, cache, configuration, project.lowered, stats, budget)
 
     def make_program_checker(project, programs):
         context = LintContext(project, programs, config)

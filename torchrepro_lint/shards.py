@@ -15,7 +15,8 @@ shares end together:
    whose trees it kept, then on files whose tree nobody kept, taken like the rest. A rule that
    needs a summary of a module lowered elsewhere (project/summaries.py) asks for it instead of
    parsing that module: the main process routes the question to the process that lowered it,
-   which answers between two files, or while it waits for an answer of its own. (Summaries
+   which answers before each rule it runs (ModuleChecker.pause), or while it waits for an answer
+   of its own. (Summaries
    never ask for other summaries, so a chain of questions always ends.) Results come back as
    findings, errors and reads, as from ModuleChecker, with the summaries each worker computed,
    for the cache's digests.
@@ -187,7 +188,7 @@ class Hub:
         its files are checked, and how the main process runs them on one."""
         self._rule_jobs, self._check_program = indexes, check_program
 
-    def check(self, modules: list[ProjectModule], programs, main_check):
+    def check(self, modules: list[ProjectModule], programs, checker):
         """Yield (module, (findings, errors, reads)) for every module in order, each checked
         where its tree is; summaries the workers computed are merged into the main store. The
         program rules run meanwhile (share_program_rules), into `program_rules_done`."""
@@ -214,7 +215,8 @@ class Hub:
         # Until close(): the program rules and the cache's digests may ask for summaries too.
         store.remote = self._ask
         results: dict[Path, tuple] = {}
-        _pause_between_rules(main_check, lambda: self._pump(block=False))
+        checker.pause = lambda: self._pump(block=False)
+        main_check = checker.check
         for module in share[MAIN]:
             self._pump(block=False)
             results[module.path] = main_check(module)
@@ -440,8 +442,9 @@ def _work(
         programs = loads_with_modules(facts, _Modules(project))
         questions = _Questions(connection, project, own)
         project.lowered.remote = questions.ask
-        check = stages.checker(project, programs, budget)
-        _pause_between_rules(check, questions.serve)
+        checker = stages.checker(project, programs, budget)
+        checker.pause = questions.serve
+        check = checker.check
         results = {}
         for path in paths:
             questions.serve()
@@ -466,15 +469,6 @@ def _work(
             pass
     finally:
         os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
-
-
-def _pause_between_rules(check, pause) -> None:
-    """Have the ModuleChecker behind `check` call `pause` before each rule: the questions of
-    other processes are answered there, not only between two files (a large file's rules can
-    take seconds, and the asker waits idle meanwhile)."""
-    checker = getattr(check, "__self__", None)
-    if checker is not None and hasattr(checker, "pause"):
-        checker.pause = pause
 
 
 def _peak_rss_mib() -> int:
@@ -578,5 +572,5 @@ class Stages:
 
     budget: Callable  # (processes in the run) -> TreeBudget
     runner: Callable  # (project) -> ProgramRunner
-    checker: Callable  # (project, programs, budget) -> check(module) -> (findings, errors, reads)
+    checker: Callable  # (project, programs, budget) -> a staging.ModuleChecker
     program_checker: Callable  # (project, programs) -> check(program's index) -> (findings, errors, reads)

@@ -308,7 +308,7 @@ class ModuleChecker:
         self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
         self.errors: list[str] = []
         # Called before each rule: a sharded run answers other processes' questions there
-        # (shards.py), so that one waits for a rule on one file, not for a whole file's rules.
+        # (shards.py), so the asker waits for one rule on one file, not a large file's rules.
         self.pause = None
 
     def run(self, jobs: int, hub=None) -> list[Finding]:
@@ -327,7 +327,7 @@ class ModuleChecker:
                 self.errors += cached[1]
             else:
                 todo.append(module)
-        outcomes = hub.check(todo, self.context.programs, self.check) if hub is not None else self._check_all(todo, jobs)
+        outcomes = hub.check(todo, self.context.programs, self) if hub is not None else self._check_all(todo, jobs)
         for module, (found, errors, reads) in outcomes:
             findings += found
             self.errors += errors

@@ -174,11 +174,12 @@ class ProjectIndex:
     # Resolution is asked hundreds of thousands of times on a large project: remember answers.
     _named: dict[tuple[str, Path], tuple] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
-    _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)
-    # module id -> import walks recorded from a program's fresh start (interpreter.py)
+    _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)  # modules_imported
+    # module id -> import walks recorded from a program's fresh start; callbacks -> their runs
+    # (interpreter.py). A module added clears them: a recording in progress then lands in a
+    # list no longer in the dict, and is never replayed.
     import_walks: dict = field(default_factory=dict, repr=False)
-    callback_runs: dict = field(default_factory=dict, repr=False)  # (the same, for callbacks)
-    generation: int = 0  # bumped whenever the modules change: memos built before are void
+    callback_runs: dict = field(default_factory=dict, repr=False)
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
@@ -218,7 +219,6 @@ class ProjectIndex:
         self._forget_resolution()
 
     def _forget_resolution(self) -> None:
-        self.generation += 1
         self.import_walks.clear()
         self.callback_runs.clear()
         self._named.clear()

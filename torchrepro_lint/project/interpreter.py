@@ -27,7 +27,7 @@ MAX_DEPTH = 40  # open calls (and spawns) along one path
 MAX_IMPORT_DEPTH = 100  # imports running inside imports: each holds a few Python frames
 MAX_STEPS = 200_000
 MAX_STATES = 64
-WALKS_KEPT = 4  # recorded walks of one import, for programs that had imported different modules before
+WALKS_KEPT = 4  # recordings of one import (or callback set), for programs that imported other modules before
 
 Site = tuple  # (ProjectModule, ref): a node in some module
 
@@ -148,7 +148,7 @@ class Interpreter:
         self.imported: set[int] = set()
         self.callbacks: dict[tuple[int, str], Symbol] = {}
         self._effectful: dict[tuple[int, str], bool] = {}
-        self._lookups: set[int] | None = None  # while an import walk is recorded: modules tested for imported-ness
+        self._lookups: set[int] | None = None  # while a _Recording runs: modules tested for imported-ness
 
     # -- entry points ------------------------------------------------------------------
     def run_module(self, *, as_main: bool, function: str | None = None) -> Facts:
@@ -551,7 +551,6 @@ class _Recording:
     effectful: dict  # the interpreter's memo after it
     callbacks: dict  # the callbacks registered after it
     reads: frozenset  # what it read (project.index.record), for the cached program's validity
-    generation: int  # the project's, when it ran: a module added meanwhile voids it
 
     @staticmethod
     def capture(interpreter: Interpreter, run) -> tuple[dict, object]:
@@ -559,7 +558,6 @@ class _Recording:
         the interpreter (replay redoes it). (The recording's fields, run's result.)"""
         effectful_before, callbacks_before = dict(interpreter._effectful), dict(interpreter.callbacks)
         imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
-        generation = interpreter.project.generation
         outer_facts = interpreter.facts
         interpreter.facts, interpreter._lookups = Facts(), set()
         try:
@@ -573,7 +571,6 @@ class _Recording:
             looked_up=looked_up, imported_then=looked_up & imported_before, imported=imported, facts=facts,
             steps=interpreter.steps - steps_before, effectful_before=effectful_before,
             effectful=dict(interpreter._effectful), callbacks=dict(interpreter.callbacks), reads=frozenset(reads),
-            generation=generation,
         )
         interpreter.imported -= imported
         interpreter.steps = steps_before
@@ -584,11 +581,11 @@ class _Recording:
         return fields, result
 
     def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
-        """`recorded`: asked right after recording, in the program that recorded it."""
+        """`recorded`: asked right after recording, in the program that recorded it. (A module
+        added to the project clears the recordings: ProjectIndex._forget_resolution.)"""
         entry = interpreter.entry
         return (
-            self.generation == interpreter.project.generation
-            and id(entry) not in self.looked_up
+            id(entry) not in self.looked_up
             and entry.path not in self.facts.modules  # its `__main__` guards, its anchors would differ
             and interpreter.steps + self.steps <= MAX_STEPS  # (nothing cut short by the bound)
             and (
