@@ -59,11 +59,26 @@ def root(tmp_path, monkeypatch):
     return project
 
 
-def test_shares_report_what_one_process_reports(root, capsys):
+def _assign_ops_and_train_apart(jobs: int):
+    """ops.py lowered (so its tree kept) by worker 1, train.py by the last process: the op rules
+    on ops.py must then ask another process where its helpers are called from."""
+
+    def assigned(source) -> int:
+        if source.path.name == "ops.py":
+            return 1
+        if source.path.name == "train.py":
+            return jobs - 1 if jobs > 2 else shards.MAIN
+        return shards.MAIN
+
+    return assigned
+
+
+def test_shares_report_what_one_process_reports(root, capsys, monkeypatch):
     code, alone, stats = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     assert code == 1 and stats["workers"] == 0
     assert {f["code"] for f in alone} >= {"TRP000", "TRP301", "TRP402", "TRP501"}
     for jobs in ("2", "3"):
+        monkeypatch.setattr(shards, "ASSIGNED", _assign_ops_and_train_apart(int(jobs)))
         code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
         assert sharded == alone
         assert stats["workers"] == int(jobs) - 1
@@ -138,6 +153,8 @@ def _fails_answering(handle):
 def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, where, name, replacement, jobs):
     _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     monkeypatch.setattr(where, name, replacement)
+    # (with three processes, worker 2 surely gets worker 1's question about train.py)
+    monkeypatch.setattr(shards, "ASSIGNED", _assign_ops_and_train_apart(int(jobs)))
     code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
     assert code == 1 and sharded == alone
     assert stats["workers"] == int(jobs) - 1  # started, then lost: the main process did their shares
@@ -360,3 +377,45 @@ def test_questions_are_answered_between_the_rules_of_one_file():
     module = SimpleNamespace(source=SimpleNamespace(text="x = 1\n", path=None))
     checker.check(module)
     assert calls == ["answered", "A", "answered", "B"]
+
+
+def test_the_tree_a_files_rules_read_is_never_dropped_while_they_run(tmp_path, monkeypatch):
+    """Summaries computed while a file's rules run (for those rules, or for another process's
+    question, answered in ModuleChecker.pause) parse other modules and drop the oldest trees
+    parsed for summaries. The file being checked may be one of them: its tree stays pinned."""
+    from torchrepro_lint.project import summaries
+    from torchrepro_lint.project.index import ProjectIndex
+    from torchrepro_lint.source import SourceFile
+
+    monkeypatch.setattr(staging, "SUMMARISED_TREES", 1)
+    monkeypatch.setitem(summaries._KINDS, "test: statements", lambda module, argument: len(module.index.module.body))
+    project = ProjectIndex(tmp_path)
+    project.lowered = staging.LoweredStore(None)
+    checked, others = [project.add(SourceFile(tmp_path / f"{name}.py", "x = 1\ny = 2\n")) for name in "abc"][0], []
+    others = [m for m in project.modules.values() if m is not checked]
+    for module in project.modules.values():
+        module.release_tree()
+    summaries.current(checked, "test: statements")  # parsed for a summary: the oldest tree kept
+    seen = []
+
+    class ReadsWhileOthersAreSummarised:
+        code = "TRP999"
+
+        def may_fire_in(self, text):
+            return True
+
+        def check_module(self, module, context):
+            index = module.index
+            for other in others:  # each pushes the oldest summarised tree out of the store
+                summaries.current(other, "test: statements")
+            seen.append((module.has_tree, module.index is index))
+            return ()
+
+    checker = staging.ModuleChecker(None, [ReadsWhileOthersAreSummarised()], None, "", project.lowered, None, None)
+    assert checker.check(checked)[:2] == ([], [])
+    assert seen == [(True, True)]
+    assert not others[0].has_tree  # the store still drops unpinned trees past its limit
+    later = project.add(SourceFile(tmp_path / "d.py", "z = 3\n"))
+    later.release_tree()
+    summaries.current(later, "test: statements")
+    assert not checked.has_tree  # unpinned once its rules ended: dropped like any other

@@ -51,6 +51,10 @@ from torchrepro_lint.source import PARSES, ParseFailure, SourceFile
 MIN_FILES = 24
 FILES_PER_PROCESS = 12
 MAIN = 0
+# Test hook: `ASSIGNED(source) -> shard` fixes which process lowers (and so keeps the tree of)
+# each file, instead of whichever takes it first, so that a test can make questions cross
+# processes. None in real runs.
+ASSIGNED: Callable[[SourceFile], int] | None = None
 
 
 class WorkerLost(Exception):
@@ -107,7 +111,7 @@ class Hub:
         self.processes = processes
         for shard in range(1, processes):
             self.workers[shard] = _Worker.start(
-                context, project, self.pending, known, stages, self._next, processes, [w.connection for w in self.workers.values()]
+                context, shard, project, self.pending, known, stages, self._next, processes, [w.connection for w in self.workers.values()]
             )
         # resolved path -> the shard that lowered it (questions about it go there)
         self.shard_of: dict[Path, int] = {}
@@ -119,6 +123,9 @@ class Hub:
 
     def my_share(self):
         """The files the main process lowers: taken one by one while the workers take theirs."""
+        if ASSIGNED is not None:
+            yield from (source for source in self.pending if ASSIGNED(source) == MAIN)
+            return
         while (i := take(self._next["file"])) < len(self.pending):
             yield self.pending[i]
 
@@ -355,14 +362,14 @@ class _Worker:
         self.process, self.connection, self.known = process, connection, known
 
     @classmethod
-    def start(cls, context, project, pending, known_sources, stages, counters, processes, others) -> _Worker:
+    def start(cls, context, shard, project, pending, known_sources, stages, counters, processes, others) -> _Worker:
         """Fork a worker to take from `pending`; it inherits `known_sources` (every file read so
         far), so the project is later sent to it without their text. `others`: the main
         process's ends of the workers forked before, which the new one must not hold open."""
         known = {str(s.path): s for s in known_sources}
         ours, theirs = context.Pipe()
         process = context.Process(
-            target=_work, args=(theirs, project, pending, known, stages, counters, processes, [ours, *others]), daemon=True
+            target=_work, args=(theirs, shard, project, pending, known, stages, counters, processes, [ours, *others]), daemon=True
         )
         process.start()
         theirs.close()
@@ -396,7 +403,7 @@ class _Worker:
 
 # -- the worker's side -------------------------------------------------------------------------
 def _work(
-    connection, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int,
+    connection, shard: int, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int,
     main_ends: list,
 ) -> None:
     # The main process's ends of the pipes, inherited by the fork: closed, so that when the main
@@ -417,8 +424,7 @@ def _work(
         budget = stages.budget(processes)
         own = {}
         outcomes = {}
-        for i in tasks(counters["file"], len(pending)):
-            source = pending[i]
+        for source in _files_to_lower(pending, tasks(counters["file"], len(pending)), shard):
             outcome = lower(project, source, budget)
             if isinstance(outcome, ProjectModule):
                 own[outcome.path] = outcome
@@ -469,6 +475,13 @@ def _work(
             pass
     finally:
         os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+def _files_to_lower(pending: list[SourceFile], taken, shard: int):
+    """A worker's files to lower: those it takes, or those the test hook ASSIGNED to it."""
+    if ASSIGNED is None:
+        return (pending[i] for i in taken)
+    return (source for source in pending if ASSIGNED(source) == shard)
 
 
 def _peak_rss_mib() -> int:

@@ -24,6 +24,7 @@ import gc
 import multiprocessing
 import traceback
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager, nullcontext
 
 from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules, structural_digest
 from torchrepro_lint.context import LintContext
@@ -88,6 +89,7 @@ class LoweredStore:
         self._text_digests: dict = {}
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
+        self._pinned: set = set()  # paths of modules whose rules are running (never dropped)
         self._program_digests: dict = {}  # id(program) -> digest of its facts
         self._programs_seen: list = []
         self._primed: dict = {}  # resolved path -> (IR, digest) found or sent ahead of `get`
@@ -151,11 +153,25 @@ class LoweredStore:
             self._summaries.setdefault(key, value)
 
     def parsed_for_summaries(self, module: ProjectModule) -> None:
-        """A module parsed only to summarise it: keep the last few trees, drop older ones."""
+        """A module parsed only to summarise it: keep the last few trees, drop older ones, but
+        never a pinned one (rules are reading it)."""
         self._summarised.pop(module.path, None)
         self._summarised[module.path] = module
-        while len(self._summarised) > SUMMARISED_TREES:
-            RELEASED.release(self._summarised.pop(next(iter(self._summarised))))
+        unpinned = [path for path in self._summarised if path not in self._pinned]
+        for path in unpinned[: max(0, len(self._summarised) - SUMMARISED_TREES)]:
+            RELEASED.release(self._summarised.pop(path))
+
+    @contextmanager
+    def pinned(self, module: ProjectModule):
+        """While the rules of `module` run: its tree stays, whatever summaries are computed
+        meanwhile (for its rules, or for another process's questions). Dropping it would
+        make the next `module.index` parse again, and nodes already held would no longer be
+        the tree's."""
+        self._pinned.add(module.path)
+        try:
+            yield
+        finally:
+            self._pinned.discard(module.path)
 
     def program_digest(self, program) -> str:
         """A program's facts, digested once a run (they are large: torch's took 37 s to
@@ -370,7 +386,8 @@ class ModuleChecker:
         """Findings, internal errors and the reads of every enabled per-file rule on `module`."""
         findings: list[Finding] = []
         errors: list[str] = []
-        with record() as reads:
+        pin = self.store.pinned(module) if self.store is not None else nullcontext()
+        with record() as reads, pin:
             for rule in self.rules:
                 if not rule.may_fire_in(module.source.text):
                     continue
