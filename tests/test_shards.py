@@ -8,69 +8,14 @@ from multiprocessing.connection import wait
 import pytest
 
 from conftest import check_json
+from shard_support import FILES, assign_ops_and_train_apart, shard_project
 from torchrepro_lint import shards, staging
 from torchrepro_lint.rules.trp102_partial_seed import PartialSeed
-
-# Op rules on one file ask where the helper is called from in the others (a "uses" summary of
-# each of them), so shares must ask each other; one file does not parse.
-FILES = {
-    "ops.py": """
-import torch.nn.functional as F
-
-def upsample(x):
-    return F.interpolate(x, scale_factor=2, mode="bilinear")
-
-def pooled(x):
-    return F.adaptive_max_pool2d(x, 1)
-""",
-    "train.py": """
-import torch
-from torch.utils.data import DataLoader
-from ops import upsample, pooled
-
-def main():
-    torch.manual_seed(0)
-    torch.use_deterministic_algorithms(True)
-    loader = DataLoader(range(8), num_workers=2)
-    x = torch.randn(1, 1, 4, 4, requires_grad=True)
-    upsample(x).sum().backward()
-    pooled(x).sum().backward()
-    buffer = torch.empty(3)
-    return buffer.sum(), loader
-
-if __name__ == "__main__":
-    main()
-""",
-    "broken.py": "def oops(:\n    pass\n",
-}
-# Filler modules so that each share has several files to parse.
-FILES.update({f"part{i}.py": f"from ops import upsample\n\ndef f{i}(x):\n    return upsample(x) * {i}\n" for i in range(8)})
 
 
 @pytest.fixture
 def root(tmp_path, monkeypatch):
-    monkeypatch.setattr(shards, "MIN_FILES", 3)
-    monkeypatch.setattr(shards, "FILES_PER_PROCESS", 1)
-    project = tmp_path / "proj"
-    project.mkdir()
-    (project / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['ALL']\n")
-    for name, code in FILES.items():
-        (project / name).write_text(code.lstrip("\n"))
-    return project
-
-
-def _assign_ops_and_train_apart(jobs: int):
-    """ops.py lowered (so its tree kept) by worker 1, train.py by the last process: the op rules
-    on ops.py must then ask another process where its helpers are called from."""
-
-    def assigned(source) -> int:
-        if source.path.name == "ops.py":
-            return 1
-        if source.path.name == "train.py":
-            return jobs - 1 if jobs > 2 else shards.MAIN
-        return shards.MAIN
-
-    return assigned
+    return shard_project(tmp_path, monkeypatch)
 
 
 def test_shares_report_what_one_process_reports(root, capsys, monkeypatch):
@@ -78,7 +23,7 @@ def test_shares_report_what_one_process_reports(root, capsys, monkeypatch):
     assert code == 1 and stats["workers"] == 0
     assert {f["code"] for f in alone} >= {"TRP000", "TRP301", "TRP402", "TRP501"}
     for jobs in ("2", "3"):
-        monkeypatch.setattr(shards, "ASSIGNED", _assign_ops_and_train_apart(int(jobs)))
+        monkeypatch.setattr(shards, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
         code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
         assert sharded == alone
         assert stats["workers"] == int(jobs) - 1
@@ -154,7 +99,7 @@ def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, w
     _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     monkeypatch.setattr(where, name, replacement)
     # (with three processes, worker 2 surely gets worker 1's question about train.py)
-    monkeypatch.setattr(shards, "ASSIGNED", _assign_ops_and_train_apart(int(jobs)))
+    monkeypatch.setattr(shards, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
     code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
     assert code == 1 and sharded == alone
     assert stats["workers"] == int(jobs) - 1  # started, then lost: the main process did their shares

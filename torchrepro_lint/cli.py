@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -19,6 +20,16 @@ from torchrepro_lint.findings import LintResult, Statistics
 from torchrepro_lint.reporters import REPORTERS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT, 128 + SIGTERM, as shells report them
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, so that it unwinds as Ctrl-C does: workers are
+    stopped and a cache entry being written is removed (cache._write_atomically)."""
+
+
+def _terminated(signum, frame):
+    raise Terminated
 
 
 def _codes(text: str) -> list[str]:
@@ -94,6 +105,7 @@ def run() -> None:
     (Both only here, where the process is ours: tests and integrations call `main` or the engine
     in a process they keep.)"""
     gc.disable()
+    signal.signal(signal.SIGTERM, _terminated)  # (inherited by the workers of a sharded run)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -121,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"torchrepro-lint: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except Terminated:
+        return EXIT_TERMINATED
     except Exception as exc:  # never a traceback for users; TORCHREPRO_LINT_DEBUG=1 shows it
         if os.environ.get("TORCHREPRO_LINT_DEBUG"):
             traceback.print_exc()

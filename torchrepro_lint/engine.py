@@ -158,6 +158,10 @@ def lint_sources(
         program_findings, program_errors = program_checker.run(hub.program_rules_done if hub is not None else None)
         findings += program_findings
         result.errors += program_errors
+    except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: no worker outlives the run
+        if hub is not None:
+            hub.abort()
+        raise
     finally:
         if hub is not None:
             stats.summaries_asked = hub.summaries_asked

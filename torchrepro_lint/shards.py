@@ -35,6 +35,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -57,8 +58,24 @@ MAIN = 0
 ASSIGNED: Callable[[SourceFile], int] | None = None
 
 
+# A worker that sends nothing for this long while the main process waits on it is hung: it is
+# killed and its share done by the main process. Generous (LibCST parses about 1 MB a second),
+# plus this much per megabyte of the work the worker may still hold when the wait begins.
+HUNG_AFTER_SECONDS = 120.0
+HUNG_AFTER_SECONDS_PER_MB = 60.0
+
+
 class WorkerLost(Exception):
     """A worker exited or failed: the main process does its share instead."""
+
+
+class WorkerHung(WorkerLost):
+    """A worker sent nothing within its allowance while the main process waited on it."""
+
+
+def allowance(characters: int = 0) -> float:
+    """How long a worker may stay silent while it holds `characters` of source to work on."""
+    return HUNG_AFTER_SECONDS + HUNG_AFTER_SECONDS_PER_MB * characters / 1_000_000
 
 
 # -- lowering, in every process ----------------------------------------------------------------
@@ -134,13 +151,16 @@ class Hub:
         worker kept its tree, or its parse failure. Files taken by a worker that was lost are
         left out: the caller lowers them itself."""
         outcomes: dict[Path, tuple] = {}
+        # Every file is taken by now: a worker still lowering holds one, at most the largest.
+        # (Under the test hook ASSIGNED, it may hold all of its own.)
+        largest = max((len(s.text) for s in self.pending), default=0)
         for shard, worker in list(self.workers.items()):
             try:
-                message = worker.receive()
+                message = worker.receive(allowance(largest))
                 if message[0] != "lowered":
                     raise WorkerLost(message[1])
-            except WorkerLost:
-                self._lose(shard)
+            except WorkerLost as lost:
+                self._lose(shard, hung=isinstance(lost, WorkerHung))
                 continue
             for path, outcome in message[1].items():
                 outcomes[path] = (shard, outcome)
@@ -178,12 +198,12 @@ class Hub:
         modules = _Modules(self.project)
         for shard, worker in list(self.workers.items()):
             try:
-                message = worker.receive()
+                message = worker.receive(allowance())  # it holds one program at most
                 for i, data in message[1].items():
                     facts[i] = loads_with_modules(data, modules)
                 self.programs_resolved += message[2]
-            except (WorkerLost, KeyError):
-                self._lose(shard)
+            except (WorkerLost, KeyError) as lost:
+                self._lose(shard, hung=isinstance(lost, WorkerHung))
         for i, entry in enumerate(entries):
             if facts[i] is None:  # taken by a worker that was lost
                 facts[i] = run(self.project, entry.module, entry.as_main, entry.function)
@@ -212,12 +232,15 @@ class Hub:
         treeless.sort(key=lambda m: -len(m.source.text))
         facts = dumps_with_modules(programs)
         order, anyone = list(self.project.modules), [m.path for m in treeless]
+        largest_treeless = len(treeless[0].source.text) if treeless else 0
         for shard, worker in list(self.workers.items()):
             layout = self._layout(shard)  # modules loaded since share_project
             try:
                 worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone, self._rule_jobs))
             except WorkerLost:
                 self._lose(shard)
+                continue
+            worker.expect(allowance(sum(len(m.source.text) for m in share[shard]) + largest_treeless))
         store = self.project.lowered
         # Until close(): the program rules and the cache's digests may ask for summaries too.
         store.remote = self._ask
@@ -234,7 +257,7 @@ class Hub:
             self._pump(block=False)
             self.program_rules_done[self._rule_jobs[i]] = self._check_program(self._rule_jobs[i])
         while len(self._done) < len(self.workers):
-            self._pump(block=True)
+            self._pump(block=True, awaited=[shard for shard in self.workers if shard not in self._done])
         for shard, (checked, ruled, computed, parses, peak_rss) in self._done.items():
             PARSES[0] += parses
             self.peak_rss_mib = max(self.peak_rss_mib, peak_rss)
@@ -275,18 +298,32 @@ class Hub:
         except WorkerLost:
             self._lose(shard)
             return compute()
+        # it answers before its next rule: one rule on one file, then this module's summary
+        self.workers[shard].expect(allowance(len(module.source.text)))
         while key not in self._answers:
             if shard not in self.workers:  # lost while we waited
                 return compute()
-            self._pump(block=True)
+            self._pump(block=True, awaited=[shard])
         return self._answers.pop(key)
 
-    def _pump(self, block: bool) -> None:
-        """Handle the messages that have arrived (at least one if `block`)."""
+    def _pump(self, block: bool, awaited=()) -> None:
+        """Handle the messages that have arrived. With `block`, wait for at least one, or until
+        one of the `awaited` workers has been silent past its allowance: that one is hung."""
         by_connection = {w.connection: shard for shard, w in self.workers.items()}
         if not by_connection:
             return
-        for connection in wait(list(by_connection), timeout=None if block else 0):
+        # Forwarded questions wait on their owners too; a worker waiting for an answer is not silent.
+        awaited = {s for s in [*awaited, *(o for o, asked in self._forwarded.items() if asked)] if s in self.workers}
+        counted = [self.workers[s] for s in awaited if not self.workers[s].asking]
+        timeout = max(0.0, min(w.deadline for w in counted) - time.monotonic()) if block and counted else None
+        ready = wait(list(by_connection), timeout=timeout if block else 0)
+        if block and not ready:
+            for shard in sorted(awaited):
+                worker = self.workers[shard]
+                if not worker.asking and worker.deadline <= time.monotonic():
+                    self._lose(shard, hung=True)
+            return
+        for connection in ready:
             shard = by_connection[connection]
             try:
                 message = self.workers[shard].receive()
@@ -300,10 +337,13 @@ class Hub:
         if kind == "need":  # a worker's question: answer it here, or pass it to the tree's owner
             key = message[1]
             self.summaries_asked += 1
+            self.workers[shard].asking = True
             owner = self.shard_of.get(key[0], MAIN)
             if owner in self.workers and owner != shard:
                 try:
                     self.workers[owner].send(("compute", key, shard))
+                    if not self._forwarded.get(owner):
+                        self.workers[owner].expect(allowance(len(self._text_of(key[0]))))
                     self._forwarded.setdefault(owner, set()).add((key, shard))
                     return
                 except WorkerLost:
@@ -329,17 +369,32 @@ class Hub:
             worker.send(("answer", key, value))
         except WorkerLost:
             self._lose(shard)
+            return
+        worker.asking = False
+        worker.heard_now()  # it goes on with the work it held
+
+    def _text_of(self, path: Path) -> str:
+        module = self.project.modules.get(path)
+        return module.source.text if module is not None else ""
 
     def _compute_here(self, key):
         path, kind, argument = key
         module = self.project.modules.get(path) or self.project.load_path(path)
         return summaries.current(module, kind, argument)
 
-    def _lose(self, shard: int) -> None:
-        """A worker failed: the main process does its share (its IR, checks, answers)."""
+    def _lose(self, shard: int, hung: bool = False) -> None:
+        """A worker failed: the main process does its share (its IR, checks, answers). A hung
+        one is killed, and the user told: the run takes longer than it should."""
         worker = self.workers.pop(shard, None)
         self._done.pop(shard, None)
-        if worker is not None:
+        if worker is not None and hung:
+            print(
+                f"torchrepro-lint: warning: worker process {worker.process.pid} sent nothing for "
+                f"{worker.silence:.0f} s; stopped it, and its share is done by the main process",
+                file=sys.stderr,
+            )
+            worker.kill()
+        elif worker is not None:
             worker.stop()
         for path, owner in list(self.shard_of.items()):
             if owner == shard:
@@ -354,12 +409,40 @@ class Hub:
             worker.stop()
         self.workers.clear()
 
+    def abort(self) -> None:
+        """The run was interrupted (Ctrl-C, SIGTERM): end every worker now, not after its work.
+        SIGTERM lets a worker's own handlers run, so a cache entry it was writing is removed,
+        not left half-written; one that does not end at once is killed."""
+        self.project.lowered.remote = None
+        for worker in self.workers.values():
+            worker.terminate()
+        self.workers.clear()
+
 
 class _Worker:
     """One forked worker, from the main process's side: a pipe."""
 
     def __init__(self, process, connection, known: dict) -> None:
         self.process, self.connection, self.known = process, connection, known
+        self.asking = False  # waiting for the answer to a question it asked (not silent)
+        self.heard = time.monotonic()  # when it last sent something, or was given new work
+        self.patience = allowance()  # how long it may stay silent from then
+
+    def expect(self, patience: float) -> None:
+        """It was given work that may keep it silent for up to `patience` seconds."""
+        self.patience = patience
+        self.heard_now()
+
+    def heard_now(self) -> None:
+        self.heard = time.monotonic()
+
+    @property
+    def deadline(self) -> float:
+        return self.heard + self.patience
+
+    @property
+    def silence(self) -> float:
+        return time.monotonic() - self.heard
 
     @classmethod
     def start(cls, context, shard, project, pending, known_sources, stages, counters, processes, others) -> _Worker:
@@ -381,11 +464,17 @@ class _Worker:
         except (OSError, ValueError) as exc:
             raise WorkerLost(f"worker gone: {exc!r}") from None
 
-    def receive(self):
+    def receive(self, patience: float | None = None):
+        """Its next message; with `patience`, WorkerHung if none comes within that many seconds."""
+        if patience is not None:
+            self.expect(patience)
+            if not self.connection.poll(patience):
+                raise WorkerHung(f"worker sent nothing for {patience:.0f} s")
         try:
             message = self.connection.recv()
         except (EOFError, OSError) as exc:
             raise WorkerLost(f"worker exited: {exc!r}") from None
+        self.heard_now()
         if message[0] == "failed":
             raise WorkerLost(message[1])
         return message
@@ -399,6 +488,20 @@ class _Worker:
         self.process.join(timeout=5)
         if self.process.is_alive():
             self.process.kill()
+            self.process.join()
+
+    def terminate(self) -> None:
+        self.connection.close()
+        self.process.terminate()
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+    def kill(self) -> None:
+        self.connection.close()
+        self.process.kill()
+        self.process.join()
 
 
 # -- the worker's side -------------------------------------------------------------------------
