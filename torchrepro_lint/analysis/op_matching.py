@@ -12,7 +12,8 @@ condition of the entry and of the record is *known* to hold here:
   followed through local constants (``mode = "bilinear"``); an argument with a few known values
   (``"bicubic" if fast else "linear"``, a name assigned in two branches) is matched once per
   value and reported only when every value reaches the rule; an argument that ``*args`` /
-  ``**kwargs`` may supply is unknown;
+  ``**kwargs`` may supply is unknown, except a True/False flag, tried both ways like the above;
+  a ``len`` test counts the values of a display (``[left, right, top, bottom]``);
 - context conditions from ``tensor_evidence``: ``device``, ``input_ndim``, ``input_dtype``,
   ``input_layout``, ``target_kind`` (class indices unless the target is shown to be floating).
   For a module, the input is the first argument of the calls of the instance that this module
@@ -698,13 +699,24 @@ class _Matcher:
         return out
 
     def _split_argument(self, call: _Call):
-        names = {p.name: p for _, api in self.ops.get(call.api_name, ()) for p in api.when if p.subject in ("arg", "ctor_arg")}
+        predicates = [p for entry, api in self.ops.get(call.api_name, ()) for p in (*entry.when, *api.when)]
+        names = {p.name: p for p in predicates if p.subject in ("arg", "ctor_arg")}
         for name, p in names.items():
             expr = _argument(call.site.node, None if p.keyword_only else p.pos, name)
             if isinstance(expr, (cst.IfExp, cst.Name)):
                 values = self.values.of(expr)
                 if values is not None and 1 < len(values) <= 4:
                     return name, sorted(values, key=repr)
+        # A flag tested only against True/False whose value is not known (`antialias=self.flag`,
+        # or absent with `**kwargs` that may pass it) can take just those two values: matched
+        # with each, it silences the call only where it changes the verdict.
+        for name, p in names.items():
+            tests = [q for q in predicates if q.name == name and q.subject == p.subject]
+            if not all(q.test == "equals" and isinstance(q.value, bool) for q in tests):
+                continue
+            expr = _argument(call.site.node, None if p.keyword_only else p.pos, name)
+            if expr is _UNKNOWN or (expr is not ABSENT and self.values.of(expr) is None):
+                return name, [False, True]
         return None, []
 
     def _match_once(self, call: _Call) -> list[OpMatch]:
@@ -1022,6 +1034,10 @@ class _Matcher:
                     return all(isinstance(v, (int, float)) for v in values)
                 return False if is_tensor(expr, self.index, node) else None
             return None
+        if p.test == "len":
+            length = _display_length(self.values.flow, expr)
+            if length is not None:  # `[left, right, top, bottom]`: 4 values whatever they are
+                return length == p.value
         values = self.values.of(expr)
         if p.test == "present":
             if values is not None:
@@ -1107,6 +1123,28 @@ def _argument(call: cst.Call, position: int | None, keyword: str | None):
     if any(a.star == "**" for a in call.args):
         return _UNKNOWN
     return ABSENT
+
+
+def _display_length(fl, expr: cst.BaseExpression, depth: int = 0) -> int | None:
+    """How many values a tuple/list display holds (names, `+` of displays, through names
+    every binding of which before the use is such a display); None when not fixed by the code."""
+    if depth > 6:
+        return None
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in expr.elements):
+            return None
+        return len(expr.elements)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left, right = _display_length(fl, expr.left, depth + 1), _display_length(fl, expr.right, depth + 1)
+        return left + right if left is not None and right is not None else None
+    if isinstance(expr, cst.Name) and fl.parameter(expr) is None:
+        here = fl.pos(expr)
+        values = [v for s, v in fl.bindings(expr.value, fl.owner(expr)) if fl.pos(s) < here and not fl.inside(expr, s)]
+        if not values or any(v is None for v in values):
+            return None
+        lengths = {_display_length(fl, v, depth + 1) for v in values}
+        return lengths.pop() if len(lengths) == 1 and None not in lengths else None
+    return None
 
 
 def _test_value(p: Predicate, value) -> bool | None:
