@@ -143,8 +143,16 @@ def run_linter(linter: Linter, repo: Path, jobs: int | None) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def display_name(repo: Path) -> str:
+    """`pytorch-lightning/examples` under the default root (two `examples` stay apart), else the path."""
+    try:
+        return str(repo.relative_to(DEFAULT_ROOT))
+    except ValueError:
+        return str(repo)
+
+
 def compare_repo(base: Linter, head: Linter, repo: Path, jobs: int | None) -> RepoDiff:
-    diff = RepoDiff(repo.name)
+    diff = RepoDiff(display_name(repo))
     try:
         before = normalise(run_linter(base, repo, jobs), repo)
         after = normalise(run_linter(head, repo, jobs), repo)
