@@ -800,3 +800,36 @@ class Up(nn.Module):
     # bilinear: TRP401 without antialias, TRP402 with it; neither is reported on an unknown flag
     assert rows(lint, source, "TRP401") == set()
     assert rows(lint, source, "TRP402") == set()
+
+
+def test_plain_helper_objects_built_only_without_gradients_are_not_differentiated(lint):
+    source = """import torch
+import torch.nn.functional as F
+
+class Tiler:
+    def __init__(self, tile):
+        self.tile = tile
+
+    def forward(self, x):
+        return self.pad(x)
+
+    def pad(self, x):
+        extra = (1, 1, 1, 1)
+        return F.pad(x, extra, "reflect")
+
+class Pipeline:
+    @torch.no_grad()
+    def __call__(self, latents):
+        self.tiler = Tiler(64)
+        return self.tiler.forward(latents)
+
+def train_step(model, batch, opt):
+    helper = Tiler(32)
+    model(helper.forward(batch)).mean().backward()
+    opt.step()
+"""
+    # Tiler has a `forward` but no base class: not an nn.Module. Built in a no_grad `__call__`
+    # only, its pad is never differentiated; once a training step builds one too, it is.
+    only_pipeline = source.split("def train_step")[0]
+    assert rows(lint, only_pipeline, "TRP401") == set()
+    assert rows(lint, source, "TRP401") == {13}

@@ -973,10 +973,25 @@ class _Matcher:
                 return False
             if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer.name.value):
                 return False
+        helper = self._plain_class(node)
+        if helper is not None and self.uses is not None and self.module is not None:
+            # a helper object (not an nn.Module) that the project only builds and uses in code
+            # without gradients, like a pipeline's tiling helper made in its no_grad `__call__`
+            if self.uses.only_without_grad(self.module, helper.name.value):
+                return False
         if call.form == "module" and call.instance_calls:
             if all(self.grad.no_grad_reason(c) for c in call.instance_calls):
                 return False
         return True
+
+    def _plain_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        """The module-level class whose method holds `node`, when it is not an nn.Module (or
+        Lightning) class: no base class at all, or none that makes it one."""
+        klass = self.index.enclosing(node, cst.ClassDef)
+        if klass is None or not isinstance(self.index.parents.get(klass), cst.Module):
+            return None
+        no_bases = all(isinstance(b.value, cst.Name) and b.value.value == "object" for b in klass.bases)
+        return klass if no_bases or not self.grad.is_module_class(klass) else None  # `forward` alone does not make a module
 
     def _data_inputs(self, call: _Call) -> bool:
         """The op's input is an argument of `forward` of a top-level model (one that no nn.Module
