@@ -425,3 +425,104 @@ def check_loader(ds):
     (finding,) = findings(result, "TRP301")
     assert finding.severity == Severity.WARNING
     assert "does not seed torch, and shifted" in finding.message
+
+
+# -- TRP303: only a reseed that reaches the held generator counts (issue 16) --------------------
+HELD = """import random
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset
+
+class Noise(Dataset):
+    def __init__(self, n):
+        self.n = n
+        self.random = random.Random(0)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return self.random.gauss(0, 1)
+
+class Shards(IterableDataset):
+    def __init__(self, files):
+        self.files = files
+        self.rng = np.random.default_rng(0)
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        mine = self.files if info is None else self.files[info.id::info.num_workers]
+        for name in mine:
+            yield name, self.rng.random()
+"""
+
+
+def test_trp303_global_reseed_in_worker_init_and_sharding_by_worker_info_do_not_reach_the_object(lint):
+    result = lint(
+        {
+            "data.py": HELD,
+            "train.py": """import random
+
+import numpy as np
+import torch
+from data import Noise, Shards
+
+def seed_worker(worker_id):
+    info = torch.utils.data.get_worker_info()
+    np.random.seed(info.seed % 2**32)
+    random.seed(info.seed % 2**32)
+
+a = torch.utils.data.DataLoader(Noise(8), num_workers=2, worker_init_fn=seed_worker)
+b = torch.utils.data.DataLoader(Shards([]), num_workers=2, worker_init_fn=seed_worker)
+""",
+        },
+        {"select": ["TRP303"]},
+    )
+    # `np.random` touches an attribute named `random`, and Shards calls get_worker_info() to
+    # split its files: neither reseeds `self.random` / `self.rng`
+    assert reported(result, lint.root, "TRP303") == {("data.py", 10, "TRP303"), ("data.py", 21, "TRP303")}
+
+
+def test_trp303_reseeds_that_reach_the_object_through_the_workers_dataset(lint):
+    result = lint(
+        {
+            "data.py": HELD,
+            "train.py": """import random
+
+import numpy as np
+import torch
+
+def reseed(worker_id):
+    info = torch.utils.data.get_worker_info()
+    copy = info.dataset
+    copy.random.seed(info.seed)
+    info.dataset.rng = np.random.default_rng(info.seed % 2**32)
+""",
+        },
+        {"select": ["TRP303"]},
+    )
+    assert findings(result, "TRP303") == []
+
+
+def test_trp303_dataset_recreating_its_generator_per_worker(lint):
+    result = lint(
+        """import numpy as np
+import torch
+from torch.utils.data import IterableDataset
+
+class Stream(IterableDataset):
+    def __init__(self, n):
+        self.n = n
+        self.rng = np.random.default_rng(0)
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        if info is not None:
+            self.rng = np.random.default_rng(info.seed % 2**32)
+        for _ in range(self.n):
+            yield self.rng.random()
+""",
+        {"select": ["TRP303"]},
+    )
+    assert findings(result, "TRP303") == []

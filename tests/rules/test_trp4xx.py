@@ -734,3 +734,102 @@ class Net(nn.Module):
         return inner(x)
 """
     assert rows(lint, source, "TRP403") == {13}
+
+
+# -- argument shapes (issue 16): what the code fixes, and unknowns that cannot change the verdict
+def test_pad_list_of_names_has_a_known_length(lint):
+    source = """import torch.nn.functional as F
+
+def shift(images, amount, pads, extra):
+    l, r, t, b = amount, amount, amount, amount
+    padded = F.pad(images, [l, r, t, b], mode="reflect")
+    border = (l, r)
+    line = F.pad(images, border + (t, b), mode="replicate")
+    unknown = F.pad(images, pads, mode="reflect")
+    starred = F.pad(images, [*extra, l, r], mode="reflect")
+    constant = F.pad(images, [l, r, t, b])
+    return padded, line, unknown, starred, constant
+
+def train(g, d, z, opt):
+    d(shift(g(z), 2, None, ())).mean().backward()
+    opt.step()
+"""
+    # reflect with 4 values: reflection_pad2d; `border + (t, b)` also has 4 (replication_pad2d);
+    # a pad of unknown length, a starred display and constant padding stay silent
+    assert rows(lint, source, "TRP401") == {5, 7}
+
+
+def test_unknown_flag_or_kwargs_silence_only_where_they_change_the_verdict(lint):
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Resized(nn.Module):
+    def __init__(self, n, smooth):
+        super().__init__()
+        self.table = nn.Parameter(torch.zeros(1, 8, n, n))
+        self.smooth = smooth
+
+    def forward(self, x, size, mode, **options):
+        a = F.interpolate(self.table, size=size, mode="bicubic", antialias=self.smooth, **options)
+        b = F.interpolate(self.table, size=size, mode="bicubic", **options)
+        c = F.interpolate(self.table, size=size, **options)
+        d = F.interpolate(self.table, size=size, mode=mode, antialias=self.smooth)
+        e = F.interpolate(self.table, size=size, mode="nearest", antialias=self.smooth)
+        return x + a + b + c + d + e
+"""
+    # antialias True or False: both bicubic backwards are TRP402, so the flag cannot matter and
+    # `**options` cannot pass `mode` a second time; a mode that **options or a parameter supplies
+    # is unknown; nearest is deterministic whatever antialias is
+    assert rows(lint, source, "TRP402") == {12, 13}
+
+
+def test_unknown_flag_that_decides_between_rules_stays_silent(lint):
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+class Up(nn.Module):
+    def __init__(self, smooth):
+        super().__init__()
+        self.smooth = smooth
+        self.proj = nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        return F.interpolate(self.proj(x), scale_factor=2, mode="bilinear", antialias=self.smooth)
+"""
+    # bilinear: TRP401 without antialias, TRP402 with it; neither is reported on an unknown flag
+    assert rows(lint, source, "TRP401") == set()
+    assert rows(lint, source, "TRP402") == set()
+
+
+def test_plain_helper_objects_built_only_without_gradients_are_not_differentiated(lint):
+    source = """import torch
+import torch.nn.functional as F
+
+class Tiler:
+    def __init__(self, tile):
+        self.tile = tile
+
+    def forward(self, x):
+        return self.pad(x)
+
+    def pad(self, x):
+        extra = (1, 1, 1, 1)
+        return F.pad(x, extra, "reflect")
+
+class Pipeline:
+    @torch.no_grad()
+    def __call__(self, latents):
+        self.tiler = Tiler(64)
+        return self.tiler.forward(latents)
+
+def train_step(model, batch, opt):
+    helper = Tiler(32)
+    model(helper.forward(batch)).mean().backward()
+    opt.step()
+"""
+    # Tiler has a `forward` but no base class: not an nn.Module. Built in a no_grad `__call__`
+    # only, its pad is never differentiated; once a training step builds one too, it is.
+    only_pipeline = source.split("def train_step")[0]
+    assert rows(lint, only_pipeline, "TRP401") == set()
+    assert rows(lint, source, "TRP401") == {13}

@@ -278,3 +278,86 @@ def test_trp603_named_parameter_names_are_strings_not_parameters(lint):
         {"select": ["TRP602", "TRP603"]},
     )
     assert {(row, code) for _, row, code in reported(result, lint.root)} == {(3, "TRP602")}
+
+
+# -- TRP602: strings from csv rows, unpacked split tokens and Counter keys (issue 16) ----------
+def test_trp602_strings_from_csv_rows_split_tokens_and_counter_keys(lint):
+    assert lines(
+        lint,
+        """import csv
+from collections import Counter
+
+def label_map(path):
+    names = []
+    with open(path, newline="") as handle:
+        for record in csv.reader(handle):
+            names.append(record[2])
+    return {n: i for i, n in enumerate(set(names))}
+
+def species(path):
+    with open(path) as handle:
+        table = list(csv.DictReader(handle))
+    return list({entry["species"] for entry in table})
+
+def header_columns(path):
+    with open(path) as handle:
+        header = next(csv.reader(handle))
+    return list(set(header))
+
+def tags(lines):
+    found = []
+    for line in lines:
+        image, tag = line.rstrip().split("\\t")
+        found.append(tag)
+    return tuple(set(found))
+
+def tokens(corpus):
+    freq = Counter()
+    for sentence in corpus:
+        freq.update(sentence.lower().split())
+    return list(set(freq))
+
+def frequent(corpus):
+    seen = Counter()
+    for sentence in corpus:
+        for word in sentence.split():
+            seen[word] += 1
+    keep = set(w for w, n in seen.most_common(1000))
+    return list(keep), dict(enumerate(set(seen.keys())))
+""",
+        "TRP602",
+    ) == {9, 14, 19, 26, 32, 40}
+
+
+def test_trp602_csv_numbers_counter_order_and_sorted_sets_are_left_alone(lint):
+    assert lines(
+        lint,
+        """import csv
+from collections import Counter
+
+def ids(path):
+    numbers = []
+    with open(path) as handle:
+        for record in csv.reader(handle):
+            numbers.append(int(record[0]))
+    return list(set(numbers))
+
+def vocab(corpus):
+    freq = Counter(w for line in corpus for w in line.split())
+    itos = [w for w, _ in freq.most_common()]
+    return {w: i for i, w in enumerate(itos)}, sorted(set(freq))
+
+def sizes(arrays):
+    shapes = []
+    for a in arrays:
+        rows, cols = a.shape
+        shapes.append(cols)
+    return list(set(shapes))
+
+def fields(path):
+    with open(path) as handle:
+        header = next(csv.reader(handle))
+    return len(set(header)), "label" in set(header), sorted(set(header))
+""",
+        "TRP602",
+    ) == set()

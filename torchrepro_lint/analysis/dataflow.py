@@ -992,6 +992,8 @@ _PASSING = frozenset(
     "builtins.sorted builtins.list builtins.tuple builtins.set builtins.frozenset builtins.reversed "
     "itertools.chain builtins.iter".split()
 )
+_COUNTERS = frozenset({"collections.Counter", "typing.Counter"})
+_CSV_READERS = frozenset({"csv.reader", "csv.DictReader"})
 _STR_ANNOTATIONS = frozenset({"str", "builtins.str"})
 _CONTAINER_ANNOTATIONS = frozenset(
     "list List set Set frozenset FrozenSet Sequence Iterable Collection tuple Tuple Iterator".split()
@@ -1062,8 +1064,9 @@ class Elements:
             kinds = [self.of_set(value)] if value is not None else []
         return combine_kinds(kinds)
 
-    def _later_additions(self, expr: cst.CSTNode) -> list[str | None]:
-        """`s = set()` then `s.add(x)` / `s.update(xs)` / `s |= xs` in the same function."""
+    def _later_additions(self, expr: cst.CSTNode, keys: bool = False) -> list[str | None]:
+        """`s = set()` then `s.add(x)` / `s.update(xs)` / `s |= xs` (`.append`/`.extend` for a list)
+        in the same function; with `keys`, also `counts[x] += 1` (a Counter's keys)."""
         parent = self.flow.parents.get(expr)
         targets = assign_targets(parent) if isinstance(parent, (cst.Assign, cst.AnnAssign)) else []
         kinds: list[str | None] = []
@@ -1078,10 +1081,12 @@ class Elements:
                 holder = self.flow.parents.get(use)
                 call = self.flow.parents.get(holder)
                 if isinstance(holder, cst.Attribute) and isinstance(call, cst.Call) and call.func is holder and call.args:
-                    if holder.attr.value == "add":
+                    if holder.attr.value in ("add", "append"):
                         kinds.append(self.element(call.args[0].value))
-                    elif holder.attr.value == "update":
-                        kinds.extend(self.iterable(a.value) for a in call.args)
+                    elif holder.attr.value in ("update", "extend"):
+                        kinds.extend(self.iterable(a.value) for a in call.args if not a.keyword)
+                elif isinstance(holder, cst.Subscript) and keys and holder.value is use and _is_key_store(self.flow, holder):
+                    kinds.append(self.element(holder.slice[0].slice.value))  # `counts[word] += 1`
                 elif isinstance(holder, cst.AugAssign) and holder.target is use:
                     kinds.append(self.iterable(holder.value))
         return kinds
@@ -1097,7 +1102,10 @@ class Elements:
         if isinstance(expr, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
             return STR
         if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-            return combine_kinds([self.element(e.value) for e in expr.elements if isinstance(e, cst.Element)])
+            kinds = [self.element(e.value) for e in expr.elements if isinstance(e, cst.Element)]
+            if isinstance(expr, cst.List):
+                kinds += self._later_additions(expr)  # `labels = []` then `labels.append(row[1])`
+            return combine_kinds(kinds)
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
             return self.element(expr.elt)
         if isinstance(expr, cst.Call):
@@ -1106,9 +1114,16 @@ class Elements:
                 return PARAM
             if method in _SPLITTING:
                 return STR
+            if method == "keys" and not expr.args:  # a Counter's (or dict's) keys
+                return self.iterable(expr.func.value)
             qualname = self._q(expr)
             if qualname in _STR_ITERABLES:
                 return STR
+            if qualname in _COUNTERS:  # iterating a Counter yields what it counted
+                kinds = [self.iterable(a.value) for a in expr.args[:1] if not a.keyword]
+                return combine_kinds(kinds + self._later_additions(expr, keys=True))
+            if qualname == "builtins.next" and expr.args and self._csv_rows(expr.args[0].value):
+                return STR  # a csv header row
             if qualname in _PASSING:
                 return combine_kinds([self.iterable(a.value) for a in expr.args if not a.keyword])
             if qualname == "builtins.filter" and len(expr.args) == 2:
@@ -1130,10 +1145,67 @@ class Elements:
                 return _annotation_elements(self.index, param) or self._from_callers(param)
             loop = self._loop_binding(expr)
             if loop is not None:
+                if isinstance(loop.target, cst.Name) and self._csv_rows(loop.iter):
+                    return STR  # a csv row: its cells (or a DictReader row's keys)
                 return self._loop_element(expr, loop)
             value = self.flow.reaching_value(expr)
-            return self.iterable(value) if value is not None else None
+            if value is None:
+                return self._unpacked(expr, as_element=False)
+            return self.iterable(value)
         return None
+
+    def _csv_rows(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether iterating `expr` yields csv rows (lists or dicts of strings)."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.Call):
+            qualname = self._q(expr)
+            if qualname in _CSV_READERS:
+                return True
+            if qualname in _PASSING and expr.args and not expr.args[0].keyword:
+                return self._csv_rows(expr.args[0].value, depth + 1)
+            return False
+        if isinstance(expr, cst.Name):
+            value = self.flow.reaching_value(expr)
+            return value is not None and self._csv_rows(value, depth + 1)
+        return False
+
+    def _csv_row(self, expr: cst.BaseExpression) -> bool:
+        """Whether `expr` is one csv row: a loop variable over a reader, or `next(reader)`."""
+        if isinstance(expr, cst.Call):
+            return self._q(expr) == "builtins.next" and bool(expr.args) and self._csv_rows(expr.args[0].value)
+        if isinstance(expr, cst.Name):
+            loop = self._loop_binding(expr)
+            if loop is not None:
+                return isinstance(loop.target, cst.Name) and self._csv_rows(loop.iter)
+            value = self.flow.reaching_value(expr)
+            return value is not None and isinstance(value, cst.Call) and self._csv_row(value)
+        return False
+
+    def _unpacked(self, name: cst.Name, as_element: bool) -> str | None:
+        """`a, b = line.split(",")`: what `name` holds when the nearest binding before it unpacks
+        a value; a display unpacks position by position, anything else yields its elements."""
+        here = self.flow.pos(name)
+        best = None
+        for statement, _ in self.flow.bindings(name.value, self.flow.owner(name)):
+            if self.flow.pos(statement) < here and not self.flow.inside(name, statement):
+                best = statement
+        if not isinstance(best, cst.Assign) or len(best.targets) != 1:
+            return None
+        target = best.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return None
+        names = [e.value for e in target.elements]
+        position = next((i for i, n in enumerate(names) if isinstance(n, cst.Name) and n.value == name.value), None)
+        if position is None or any(isinstance(e, cst.StarredElement) for e in target.elements):
+            return None
+        value = best.value
+        if isinstance(value, (cst.Tuple, cst.List)):
+            elements = value.elements
+            if len(elements) != len(names) or any(isinstance(e, cst.StarredElement) for e in elements):
+                return None
+            return self.element(elements[position].value) if as_element else self.iterable(elements[position].value)
+        return self.iterable(value) if as_element else None
 
     def _from_callers(self, param: cst.Param) -> str | None:
         """A module-level function's parameter: what every call of it in this module passes."""
@@ -1181,6 +1253,8 @@ class Elements:
                 return STR
             if _str_dtype_name(self, inner):
                 return STR
+            if self._csv_row(inner):
+                return STR  # `row[1]`, `row["label"]`
             return None
         if isinstance(expr, cst.Name):
             param = self.flow.parameter(expr)
@@ -1191,7 +1265,9 @@ class Elements:
             if loop is not None:
                 return self._loop_element(expr, loop)
             value = self.flow.reaching_value(expr)
-            return self.element(value) if value is not None else None
+            if value is None:
+                return self._unpacked(expr, as_element=True)
+            return self.element(value)
         return None
 
     def _loop_binding(self, name: cst.Name) -> cst.For | cst.CompFor | None:
@@ -1223,12 +1299,21 @@ class Elements:
             method = method_name(source)
             if method in MODULE_ITERATORS and method.startswith("named_"):
                 return STR if position == 0 else PARAM
+            if method in ("most_common", "items") and position == 0 and len(target.elements) == 2:
+                return self.iterable(source.func.value)  # `for word, n in counts.most_common()`
             qualname = self._q(source)
             if qualname == "builtins.enumerate" and position == 1 and source.args:
                 return self.iterable(source.args[0].value)
             if qualname == "builtins.zip" and position < len(source.args):
                 return self.iterable(source.args[position].value)
         return None
+
+
+def _is_key_store(flow, subscript: cst.Subscript) -> bool:
+    """`d[key] = ...` or `d[key] += ...`: a key put into a mapping (one plain index)."""
+    parent = flow.parents.get(subscript)
+    stored = isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.AugAssign) and parent.target is subscript)
+    return stored and len(subscript.slice) == 1 and isinstance(subscript.slice[0].slice, cst.Index)
 
 
 def combine_kinds(kinds) -> str | None:

@@ -12,7 +12,8 @@ condition of the entry and of the record is *known* to hold here:
   followed through local constants (``mode = "bilinear"``); an argument with a few known values
   (``"bicubic" if fast else "linear"``, a name assigned in two branches) is matched once per
   value and reported only when every value reaches the rule; an argument that ``*args`` /
-  ``**kwargs`` may supply is unknown;
+  ``**kwargs`` may supply is unknown, except a True/False flag, tried both ways like the above;
+  a ``len`` test counts the values of a display (``[left, right, top, bottom]``);
 - context conditions from ``tensor_evidence``: ``device``, ``input_ndim``, ``input_dtype``,
   ``input_layout``, ``target_kind`` (class indices unless the target is shown to be floating).
   For a module, the input is the first argument of the calls of the instance that this module
@@ -698,13 +699,24 @@ class _Matcher:
         return out
 
     def _split_argument(self, call: _Call):
-        names = {p.name: p for _, api in self.ops.get(call.api_name, ()) for p in api.when if p.subject in ("arg", "ctor_arg")}
+        predicates = [p for entry, api in self.ops.get(call.api_name, ()) for p in (*entry.when, *api.when)]
+        names = {p.name: p for p in predicates if p.subject in ("arg", "ctor_arg")}
         for name, p in names.items():
             expr = _argument(call.site.node, None if p.keyword_only else p.pos, name)
             if isinstance(expr, (cst.IfExp, cst.Name)):
                 values = self.values.of(expr)
                 if values is not None and 1 < len(values) <= 4:
                     return name, sorted(values, key=repr)
+        # A flag tested only against True/False whose value is not known (`antialias=self.flag`,
+        # or absent with `**kwargs` that may pass it) can take just those two values: matched
+        # with each, it silences the call only where it changes the verdict.
+        for name, p in names.items():
+            tests = [q for q in predicates if q.name == name and q.subject == p.subject]
+            if not all(q.test == "equals" and isinstance(q.value, bool) for q in tests):
+                continue
+            expr = _argument(call.site.node, None if p.keyword_only else p.pos, name)
+            if expr is _UNKNOWN or (expr is not ABSENT and self.values.of(expr) is None):
+                return name, [False, True]
         return None, []
 
     def _match_once(self, call: _Call) -> list[OpMatch]:
@@ -961,10 +973,25 @@ class _Matcher:
                 return False
             if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer.name.value):
                 return False
+        helper = self._plain_class(node)
+        if helper is not None and self.uses is not None and self.module is not None:
+            # a helper object (not an nn.Module) that the project only builds and uses in code
+            # without gradients, like a pipeline's tiling helper made in its no_grad `__call__`
+            if self.uses.only_without_grad(self.module, helper.name.value):
+                return False
         if call.form == "module" and call.instance_calls:
             if all(self.grad.no_grad_reason(c) for c in call.instance_calls):
                 return False
         return True
+
+    def _plain_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        """The module-level class whose method holds `node`, when it is not an nn.Module (or
+        Lightning) class: no base class at all, or none that makes it one."""
+        klass = self.index.enclosing(node, cst.ClassDef)
+        if klass is None or not isinstance(self.index.parents.get(klass), cst.Module):
+            return None
+        no_bases = all(isinstance(b.value, cst.Name) and b.value.value == "object" for b in klass.bases)
+        return klass if no_bases or not self.grad.is_module_class(klass) else None  # `forward` alone does not make a module
 
     def _data_inputs(self, call: _Call) -> bool:
         """The op's input is an argument of `forward` of a top-level model (one that no nn.Module
@@ -1022,6 +1049,10 @@ class _Matcher:
                     return all(isinstance(v, (int, float)) for v in values)
                 return False if is_tensor(expr, self.index, node) else None
             return None
+        if p.test == "len":
+            length = _display_length(self.values.flow, expr)
+            if length is not None:  # `[left, right, top, bottom]`: 4 values whatever they are
+                return length == p.value
         values = self.values.of(expr)
         if p.test == "present":
             if values is not None:
@@ -1107,6 +1138,28 @@ def _argument(call: cst.Call, position: int | None, keyword: str | None):
     if any(a.star == "**" for a in call.args):
         return _UNKNOWN
     return ABSENT
+
+
+def _display_length(fl, expr: cst.BaseExpression, depth: int = 0) -> int | None:
+    """How many values a tuple/list display holds (names, `+` of displays, through names
+    every binding of which before the use is such a display); None when not fixed by the code."""
+    if depth > 6:
+        return None
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        if any(isinstance(e, cst.StarredElement) for e in expr.elements):
+            return None
+        return len(expr.elements)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        left, right = _display_length(fl, expr.left, depth + 1), _display_length(fl, expr.right, depth + 1)
+        return left + right if left is not None and right is not None else None
+    if isinstance(expr, cst.Name) and fl.parameter(expr) is None:
+        here = fl.pos(expr)
+        values = [v for s, v in fl.bindings(expr.value, fl.owner(expr)) if fl.pos(s) < here and not fl.inside(expr, s)]
+        if not values or any(v is None for v in values):
+            return None
+        lengths = {_display_length(fl, v, depth + 1) for v in values}
+        return lengths.pop() if len(lengths) == 1 and None not in lengths else None
+    return None
 
 
 def _test_value(p: Predicate, value) -> bool | None:

@@ -50,11 +50,15 @@ class DatasetHeldRng(Rule):
         "is a class with `__call__` that derives from a torchvision or albumentations transform, "
         "or that the project passes to a `Compose([...])` or as `transform=` (or a similar "
         "keyword). Draws are uses of the attribute in `__getitem__`/`__getitems__`/`__iter__`/"
-        "`__call__` or in methods they call on `self`. Not reported: a class that calls "
-        "`get_worker_info()`; an attribute assigned or reseeded (`.seed()`, `.manual_seed()`, "
-        "`.set_state()`) in a method other than `__init__` (a per-worker or per-epoch reseed "
-        "hook); an attribute that a function calling `get_worker_info()` anywhere in the project "
-        "touches (a reseeding `worker_init_fn`). The same generator in a Sampler is fine: "
+        "`__call__` or in methods they call on `self`. Only a reseed that reaches the object "
+        "counts. Not reported: an attribute assigned or reseeded (`.seed()`, `.manual_seed()`, "
+        "`.set_state()`) in a method other than `__init__` (a per-worker re-creation, a "
+        "per-epoch reseed hook, a method a `worker_init_fn` calls on the dataset); an attribute "
+        "that a function calling `get_worker_info()` replaces or reseeds on the worker's dataset "
+        "(`info.dataset.rng = ...`, `ds = info.dataset; ds.rng.seed(s)`). Still reported: a "
+        "`worker_init_fn` that reseeds only the global `random` / `np.random` (the reproducibility "
+        "notes' `seed_worker`), and a dataset that calls `get_worker_info()` only to shard its "
+        "data: every worker's copy of the object still starts in the same state. The same generator in a Sampler is fine: "
         "samplers run in the main process. No fix: the right seed depends on the design."
     )
     # A candidate is `self.x = <one of RNG_CONSTRUCTORS>(...)` in the class's own __init__,
@@ -111,6 +115,37 @@ class RandomMask:
 pipeline = transforms.Compose([transforms.ToTensor(), RandomMask(0.5)])
 ''',
             "A transform class used in Compose",
+        ),
+        Example(
+            {
+                "data.py": '''import random
+from torch.utils.data import Dataset
+
+class Dropped(Dataset):
+    def __init__(self, items):
+        self.items = items
+        self.random = random.Random(0)  # <-- TRP303
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return [t for t in self.items[i] if self.random.random() > 0.1]
+''',
+                "train.py": '''import random
+import numpy as np
+import torch
+from data import Dropped
+
+def seed_worker(worker_id):
+    seed = torch.initial_seed() % 2**32
+    np.random.seed(seed)
+    random.seed(seed)
+
+loader = torch.utils.data.DataLoader(Dropped([]), num_workers=4, worker_init_fn=seed_worker)
+''',
+            },
+            "A worker_init_fn that reseeds only the global generators",
         ),
     )
     traps = (
@@ -212,7 +247,7 @@ class Fixed(Dataset):
             if not held:
                 continue
             role = self._role(context, module, path, klass, methods)
-            if role is None or self._calls_worker_info(index, klass):
+            if role is None:
                 continue
             drawing = self._drawing_methods(data, klass, methods)
             for attr, (statement, ctor) in held.items():
@@ -309,13 +344,10 @@ class Fixed(Dataset):
                 return True
         return False
 
-    def _calls_worker_info(self, index, klass) -> bool:
-        return any(
-            any(a is klass for a in index.ancestors(site.node)) for site in index.calls_to(WORKER_INFO)
-        )
-
     def _reseeded_by_worker_init(self, context, attr: str) -> bool:
-        """A function anywhere in the project that calls get_worker_info() and touches `.attr`."""
+        """A function anywhere in the project that calls get_worker_info() and replaces or reseeds
+        `<worker info>.dataset.<attr>` (`info.dataset.rng = ...`, `ds = info.dataset;
+        ds.rng.seed(s)`). Reseeding the global `random` / `np.random` there does not reach it."""
         for other in context.project.modules.values():
             index = other.index
             sites = index.calls_to(WORKER_INFO)
@@ -324,9 +356,36 @@ class Fixed(Dataset):
             data = flow(index)
             functions = {id(data.owner(site.node)) for site in sites}
             for node in data.attribute_names.get(attr, ()):
-                if id(data.owner(node)) in functions:
+                if id(data.owner(node)) not in functions or not isinstance(node, cst.Attribute):
+                    continue
+                if _replaced_or_reseeded(data, node) and _from_worker_dataset(data, node.value):
                     return True
         return False
+
+
+def _replaced_or_reseeded(data, node: cst.Attribute) -> bool:
+    """`x.rng = ...`, `x.rng.seed(...)` / `.manual_seed(...)` / `.set_state(...)`, `x.rng.state = ...`"""
+    if data._is_store(node):
+        return True
+    parent = data.parents.get(node)
+    if isinstance(parent, cst.Attribute) and parent.value is node:
+        if parent.attr.value in RESEEDING_METHODS:
+            return isinstance(data.parents.get(parent), cst.Call)
+        return parent.attr.value in ("bit_generator", "state") and data._is_store(parent)
+    return False
+
+
+def _from_worker_dataset(data, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether `expr` is the worker's dataset copy (or an object inside it): `info.dataset`,
+    `info.dataset.base`, or a name assigned from one of them."""
+    if depth > 6:
+        return False
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value == "dataset" or _from_worker_dataset(data, expr.value, depth + 1)
+    if isinstance(expr, cst.Name):
+        value = data.reaching_value(expr)
+        return value is not None and _from_worker_dataset(data, value, depth + 1)
+    return False
 
 
 def _rng_constructor(index, value: cst.BaseExpression) -> str | None:

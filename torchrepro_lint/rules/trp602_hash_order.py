@@ -23,9 +23,12 @@ class HashOrder(Rule):
     fix = "Iterate in a defined order: `sorted(set(x))` (or keep first-seen order with `list(dict.fromkeys(x))`)."
     decisions = (
         "Reported only for sets whose elements are visibly strings (string literals, f-strings, "
-        "`str(...)`, string methods, `.split()`, lines of a file, `os.listdir`, a "
-        "`dtype=str` array, parameters annotated `str`/`list[str]`, through variables and loop "
-        "variables): sets of ints, floats or tuples of them iterate in a fixed order, and sets of "
+        "`str(...)`, string methods, `.split()` and the names it is unpacked into "
+        "(`path, label = line.split(\",\")`), lines of a file, `os.listdir`, the cells of a "
+        "`csv.reader` row or the values of a `csv.DictReader` row, a `Counter`'s keys (iterated, "
+        "`.keys()`, the first of `.most_common()`/`.items()` pairs) when it counts strings, a "
+        "`dtype=str` array, parameters annotated `str`/`list[str]`, through variables, loop "
+        "variables and lists filled by `.append`/`.extend`): sets of ints, floats or tuples of them iterate in a fixed order, and sets of "
         "unknown elements are left alone. Sets of parameters or modules are TRP603. Reported at "
         "the set where its order is first used (inside `list(...)`, `enumerate(...)`, a `for`). "
         "Order-sensitive: `list`/`tuple`/list comprehensions whose result is then used or "
@@ -73,6 +76,18 @@ def load(path):
 ''',
             "A list accumulated while iterating a set",
         ),
+        Example(
+            '''import csv
+
+def class_indices(path):
+    labels = []
+    with open(path, newline="") as f:
+        for row in csv.reader(f):
+            labels.append(row[-1])
+    return {c: i for i, c in enumerate(set(labels))}  # <-- TRP602
+''',
+            "Class indices from the labels of a CSV file",
+        ),
     )
     traps = (
         Example(
@@ -100,6 +115,18 @@ def load(path):
     return list(seen), labels
 ''',
             "Sets of ints (or of unknown elements)",
+        ),
+        Example(
+            '''import csv
+from collections import Counter
+
+def vocab(path):
+    with open(path, newline="") as f:
+        counts = Counter(row[0] for row in csv.reader(f))
+    itos = [w for w, _ in counts.most_common()]
+    return {w: i for i, w in enumerate(itos)}
+''',
+            "A Counter iterates in insertion order, not hash order",
         ),
         Example(
             '''import torch
