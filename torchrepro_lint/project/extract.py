@@ -15,11 +15,15 @@ from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.known_apis import (
+    ACCELERATOR_CALLS,
+    ACCELERATOR_DEVICE,
     CHECKPOINT_CALLS,
     CHECKPOINT_METHODS,
     CUDA_CALLS,
     CUDNN,
     DEFERRED_RANDOMNESS,
+    DEVICE_ARGUMENT_CALLS,
+    DEVICE_PROBES,
     HF_TRAINING_ARGUMENTS,
     KNOWN_HELPERS,
     LIGHTNING_TRAINER,
@@ -276,6 +280,8 @@ class Lowering:
             benchmark = _arg(node, None, "benchmark")
             if benchmark is not None:
                 effect(Kind.BENCHMARK, self.value(benchmark))
+            if _lightning_on_gpu(node):
+                effect(Kind.CUDA)
         elif q in HF_TRAINING_ARGUMENTS:
             full = _arg(node, None, "full_determinism")
             if full is not None:
@@ -319,6 +325,17 @@ class Lowering:
         elif q == "multiprocessing.set_start_method":
             if _literal(_arg(node, 0, "method")) == "spawn":
                 effect(Kind.SPAWN_METHOD)
+        elif q in ACCELERATOR_CALLS:
+            effect(Kind.CUDA)
+        elif q == ACCELERATOR_DEVICE:
+            if not self._only_inspected(node, site.statement):
+                effect(Kind.CUDA)
+        elif q in DEVICE_ARGUMENT_CALLS:
+            position, keyword, default = DEVICE_ARGUMENT_CALLS[q]
+            device = _arg(node, position, keyword)
+            on_cuda = self._mentions_cuda(device, node) if device is not None else default == "cuda"
+            if on_cuda and not _is_false(_arg(node, None, "enabled")):
+                effect(Kind.CUDA)
         elif q in CUDA_CALLS or q == "torch.nn.parallel.DistributedDataParallel" and _arg(node, None, "device_ids"):
             effect(Kind.CUDA)
         elif q == "torch.distributed.init_process_group":
@@ -434,6 +451,21 @@ class Lowering:
                     return True
         return False
 
+    def _only_inspected(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
+        """`print(torch.accelerator.current_accelerator())`, `if ....type == "mps"`: asking which
+        accelerator there is puts nothing on it; keeping or using the device does."""
+        for ancestor in self.index.ancestors(node):
+            if ancestor is statement:
+                break
+            if isinstance(ancestor, (cst.Comparison, cst.FormattedString)):
+                return True
+            if isinstance(ancestor, cst.Call):
+                q = self.index.resolve(ancestor.func, node)
+                name = ancestor.func.attr.value if isinstance(ancestor.func, cst.Attribute) else None
+                if q in ("builtins.print", "builtins.str", "builtins.repr") or name in _REPORTING_METHODS:
+                    return True
+        return isinstance(statement, cst.Expr) and statement.value is node
+
     def _only_traced(self, names: tuple[str, ...], draw: CallSite) -> bool:
         """An example input drawn only to trace or export a model: its values shape nothing."""
         if not names or not self.index.calls_to(*TRACING_CALLS):
@@ -457,13 +489,15 @@ class Lowering:
             return assigned is not None and assigned is not expr and self._mentions_cuda(assigned, at, depth + 1)
         if isinstance(expr, cst.Call):
             q = self.index.resolve(expr.func, at)
-            if q == "torch.cuda.is_available":
+            if q in DEVICE_PROBES or q == ACCELERATOR_DEVICE:
                 return True
             if q == "torch.device":
                 return any(self._mentions_cuda(a.value, at, depth + 1) for a in expr.args)
             return False
         if isinstance(expr, cst.IfExp):
             return any(self._mentions_cuda(e, at, depth + 1) for e in (expr.test, expr.body, expr.orelse))
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":  # `current_accelerator().type`
+            return self._mentions_cuda(expr.value, at, depth + 1)
         if isinstance(expr, cst.FormattedString):
             return any(
                 isinstance(part, cst.FormattedStringText) and part.value.startswith("cuda") for part in expr.parts[:1]
@@ -508,6 +542,19 @@ class Lowering:
 
 
 _MISSING = object()
+_REPORTING_METHODS = frozenset("info debug warning warn error log write echo print format".split())
+# Lightning's accelerator names that put the Trainer's work on a CUDA GPU ("auto" picks one only
+# when present: like torch.cuda.is_available() unused, it is not evidence by itself).
+_LIGHTNING_GPU = frozenset({"gpu", "cuda"})
+
+
+def _lightning_on_gpu(call: cst.Call) -> bool:
+    """`Trainer(accelerator="gpu")` / `"cuda"`, or the pre-2.0 `gpus=N` (N not 0/None)."""
+    accelerator = _literal(_arg(call, None, "accelerator"))
+    if isinstance(accelerator, str) and accelerator.lower() in _LIGHTNING_GPU:
+        return True
+    gpus = _arg(call, None, "gpus")
+    return gpus is not None and not _is_none(gpus) and not _is_false(gpus)
 
 
 def _root(qualname: str) -> str:

@@ -26,7 +26,16 @@ class SeededNotDeterministic(Rule):
     decisions = (
         "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
         "`.cuda()`, a `\"cuda\"` device (also through a variable), the nccl backend. Programs whose "
-        "device comes only from configuration are not reported."
+        "device comes only from configuration are not reported. The device-generic APIs count as "
+        "CUDA (an accelerator is a GPU whose kernels have the same hazards): a kept or used "
+        "`torch.accelerator.current_accelerator()`, `torch.accelerator.set_device_index` / "
+        "`device_index`, `torch.accelerator.is_available()` where it picks a device, "
+        "`torch.autocast` / `torch.amp.autocast` with a CUDA `device_type`, `torch.amp.GradScaler` "
+        "(its device defaults to `\"cuda\"`; not with `enabled=False`), "
+        "`torch.set_default_device(\"cuda\")`, and Lightning's `Trainer(accelerator=\"gpu\"|\"cuda\")` "
+        "or `gpus=N`. Asking is not using: printing or comparing the accelerator, "
+        "`device_count()`, and Lightning's `accelerator=\"auto\"` (a GPU only if one is present) "
+        "are not evidence by themselves."
     )
     hazards = (
         Example(
@@ -73,6 +82,16 @@ def seed_all(s):
             },
             "Seeding helper in another module, NCCL",
         ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(1)  # <-- TRP205
+    device = torch.accelerator.current_accelerator()
+    model = torch.nn.Linear(4, 4).to(device)
+''',
+            "The device-generic accelerator API",
+        ),
     )
     traps = (
         Example(
@@ -104,6 +123,17 @@ if __name__ == "__main__":
     x = torch.ones(3).cuda()
 ''',
             "Determinism claimed (TRP202 covers what is missing)",
+        ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    print("accelerator:", torch.accelerator.is_available())
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        y = torch.nn.Linear(4, 4)(torch.ones(2, 4))
+''',
+            "Only asking about the accelerator; CPU autocast",
         ),
     )
 
