@@ -370,7 +370,7 @@ class Lowering:
                 effect(Kind.CHECKPOINT)
             elif method in TRAINING_METHODS:
                 effect(Kind.TRAINING)
-            elif method == "from_pretrained":
+            elif method == "from_pretrained" and _adds_task_head(node.func):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
         device = _arg(node, None, "device")
         if device is not None and self._mentions_cuda(device, node) and not any(
@@ -378,6 +378,8 @@ class Lowering:
         ):
             effect(Kind.CUDA)
 
+        if out and self._import_time_probe(node):
+            out = [s for s in out if not (isinstance(s, ir.Effect) and s.kind in _PROBE_KINDS)]
         out.extend(self.project_call(site, spawned))
         return out
 
@@ -449,6 +451,27 @@ class Lowering:
                 q = self.index.resolve(ancestor.func, node)
                 if q in SEED_CALLS or q in self.helpers:
                     return True
+        return False
+
+    def _import_time_probe(self, node: cst.Call) -> bool:
+        """Module-level code inside `try:` under an environment condition (`if "X_TEST_DEVICE" in
+        os.environ: try: torch.randn(3, device=...)`): a probe that the module runs when imported,
+        to check a device works. What it draws is thrown away and the device it tries is the
+        test setup's, so it is neither a draw nor the program's CUDA evidence."""
+        in_try = on_env = False
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.Try) and ancestor.handlers:
+                in_try = in_try or _contains(ancestor.body, node)
+            elif isinstance(ancestor, cst.If) and self._reads_environment(ancestor.test):
+                on_env = True
+        return in_try and on_env
+
+    def _reads_environment(self, test: cst.BaseExpression) -> bool:
+        for sub in _subexpressions(test):
+            if isinstance(sub, (cst.Name, cst.Attribute)) and self.index.resolve(sub) in ("os.environ", "os.getenv", "os.environ.get"):
+                return True
         return False
 
     def _only_inspected(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
@@ -542,6 +565,19 @@ class Lowering:
 
 
 _MISSING = object()
+_PROBE_KINDS = frozenset({Kind.DRAW, Kind.CUDA, Kind.MODULE_INIT})
+
+
+def _subexpressions(expr: cst.CSTNode):
+    yield expr
+    for child in expr.children:
+        yield from _subexpressions(child)
+
+
+def _contains(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(sub is node for sub in _subexpressions(outer))
+
+
 _REPORTING_METHODS = frozenset("info debug warning warn error log write echo print format".split())
 # Lightning's accelerator names that put the Trainer's work on a CUDA GPU ("auto" picks one only
 # when present: like torch.cuda.is_available() unused, it is not evidence by itself).
@@ -631,6 +667,16 @@ def _element(value: cst.BaseExpression, position: int, size: int) -> cst.BaseExp
         if body is not None and orelse is not None:
             return cst.IfExp(test=value.test, body=body, orelse=orelse)
     return None
+
+
+def _adds_task_head(func: cst.Attribute) -> bool:
+    """`AutoModelForSequenceClassification.from_pretrained(...)`: a task head (transformers names
+    them `...For<Task>`) missing from the checkpoint is initialised randomly. A pretrained VAE,
+    UNet, text encoder, tokenizer or scheduler loads everything it has: its weights outlive no
+    draw (and a missing weight is an error), so it draws nothing."""
+    receiver = func.value
+    name = receiver.attr.value if isinstance(receiver, cst.Attribute) else getattr(receiver, "value", "")
+    return isinstance(name, str) and "For" in name
 
 
 def _loads_pretrained(call: cst.Call) -> bool:
