@@ -89,3 +89,16 @@ def test_lightning_trainer_on_a_gpu_is_cuda(lint, trainer):
 def test_lightning_trainer_off_gpu_or_deterministic_is_quiet(lint, trainer):
     files = seeded(f"trainer = {trainer}", LIGHTNING)
     assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == set()
+
+
+# -- framework models, as read in each framework's source ------------------------------------
+def test_lightning_deterministic_trainer_turns_benchmark_off(lint):
+    # Lightning's _set_torch_flags: deterministic and benchmark=None -> cudnn.benchmark = False
+    body = "torch.backends.cudnn.benchmark = True\ntrainer = L.Trainer(accelerator='gpu', deterministic=True)"
+    assert reported(lint(seeded(body, LIGHTNING), {"select": ["TRP201", "TRP205"]}), lint.root) == set()
+
+
+def test_lightning_deterministic_trainer_with_benchmark_true_is_reported(lint):
+    body = "trainer = L.Trainer(accelerator='gpu', deterministic=True, benchmark=True)"
+    found = reported(lint(seeded(body, LIGHTNING), {"select": ["TRP201"]}), lint.root)
+    assert {code for _, _, code in found} == {"TRP201"}

@@ -280,6 +280,8 @@ class Lowering:
             benchmark = _arg(node, None, "benchmark")
             if benchmark is not None:
                 effect(Kind.BENCHMARK, self.value(benchmark))
+            elif deterministic is not None:  # Lightning sets benchmark = False when deterministic
+                out.append(ir.Branch(self.value(deterministic), (ir.Effect(Kind.BENCHMARK, self.ref(node), ir.Const(False)),), ()))
             if _lightning_on_gpu(node):
                 effect(Kind.CUDA)
         elif q in HF_TRAINING_ARGUMENTS:

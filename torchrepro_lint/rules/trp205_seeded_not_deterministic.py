@@ -35,7 +35,16 @@ class SeededNotDeterministic(Rule):
         "`torch.set_default_device(\"cuda\")`, and Lightning's `Trainer(accelerator=\"gpu\"|\"cuda\")` "
         "or `gpus=N`. Asking is not using: printing or comparing the accelerator, "
         "`device_count()`, and Lightning's `accelerator=\"auto\"` (a GPU only if one is present) "
-        "are not evidence by themselves."
+        "are not evidence by themselves. Frameworks, as read in their sources: Lightning's "
+        "`seed_everything` (also `Fabric.seed_everything`) seeds torch, numpy and random; "
+        "`Trainer(deterministic=True|\"warn\")` calls `use_deterministic_algorithms` (warn_only "
+        "for \"warn\"), sets `CUBLAS_WORKSPACE_CONFIG` and, unless `benchmark=` is given, turns "
+        "cuDNN benchmark off; `Trainer(benchmark=True)` turns it on. Hugging Face "
+        "`set_seed(seed, deterministic=True)` and `enable_full_determinism` (also the CUBLAS "
+        "variable and benchmark off) claim determinism, as does `TrainingArguments("
+        "full_determinism=True)`; accelerate's `set_seed(seed, device_specific, deterministic)` "
+        "likewise. `accelerate.Accelerator()` and Hugging Face's `Trainer` use a GPU only when one "
+        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence."
     )
     hazards = (
         Example(
