@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,8 +91,8 @@ def shown_path(module: ProjectModule) -> str:
     path = module.source.path
     if path.is_absolute():
         try:
-            return path.relative_to(Path.cwd()).as_posix()
-        except ValueError:
+            return Path(os.path.relpath(path, Path.cwd())).as_posix()  # `../src/lib/x.py` outside it
+        except ValueError:  # another drive (Windows)
             pass
     return path.as_posix()
 

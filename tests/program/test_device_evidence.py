@@ -40,6 +40,8 @@ OFF_CUDA = [
     "if torch.accelerator.is_available():\n    print('an accelerator is present')",
     "n = torch.accelerator.device_count()\nprint(n)",
     "if torch.accelerator.current_accelerator().type == 'mps':\n    print('mps')",
+    # picking the backend module (diffusers' offloading hooks do) is not running on it
+    "backend = getattr(torch, torch.accelerator.current_accelerator().type) if hasattr(torch, 'accelerator') else torch.cuda",
     # CPU device types
     "with torch.autocast(device_type='cpu'):\n    y = torch.ones(2) * 2",
     "with torch.amp.autocast('cpu', dtype=torch.bfloat16):\n    y = torch.ones(2) * 2",

@@ -80,3 +80,18 @@ def test_late_seed_message_quotes_an_imported_module_by_relative_path(lint, monk
     messages = [f.message for f in result.findings]
     assert len(messages) == 1
     assert "at pkg/tables.py:3" in messages[0] and str(lint.root) not in messages[0]
+
+
+def test_message_quotes_a_module_outside_the_working_directory_relative_to_it(lint, monkeypatch):
+    files = {
+        "src/mylib/__init__.py": "",
+        "src/mylib/tables.py": "import torch\n\nTABLE = torch.randn(3)\n",
+        "examples/train.py": "import torch\nimport mylib.tables\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n",
+    }
+    for name, text in files.items():
+        (lint.root / name).parent.mkdir(parents=True, exist_ok=True)
+        (lint.root / name).write_text(text)
+    monkeypatch.chdir(lint.root / "examples")
+    result = lint(files, {"select": ["TRP105"]})
+    messages = [f.message for f in result.findings]
+    assert len(messages) == 1 and "at ../src/mylib/tables.py:3" in messages[0]

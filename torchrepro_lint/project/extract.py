@@ -487,7 +487,7 @@ class Lowering:
             if isinstance(ancestor, cst.Call):
                 q = self.index.resolve(ancestor.func, node)
                 name = ancestor.func.attr.value if isinstance(ancestor.func, cst.Attribute) else None
-                if q in ("builtins.print", "builtins.str", "builtins.repr") or name in _REPORTING_METHODS:
+                if q in _INSPECTING_BUILTINS or name in _REPORTING_METHODS:
                     return True
         return isinstance(statement, cst.Expr) and statement.value is node
 
@@ -567,6 +567,10 @@ class Lowering:
 
 
 _MISSING = object()
+# `getattr(torch, current_accelerator().type)` picks a backend module; nothing runs on it yet
+_INSPECTING_BUILTINS = frozenset(
+    {"builtins.print", "builtins.str", "builtins.repr", "builtins.getattr", "builtins.hasattr", "builtins.isinstance"}
+)
 _PROBE_KINDS = frozenset({Kind.DRAW, Kind.CUDA, Kind.MODULE_INIT})
 
 
