@@ -104,3 +104,35 @@ def test_lightning_deterministic_trainer_with_benchmark_true_is_reported(lint):
     body = "trainer = L.Trainer(accelerator='gpu', deterministic=True, benchmark=True)"
     found = reported(lint(seeded(body, LIGHTNING), {"select": ["TRP201"]}), lint.root)
     assert {code for _, _, code in found} == {"TRP201"}
+
+
+# -- attribute flow: a device kept on the object ---------------------------------------------
+TRAINER = """import torch
+
+class Trainer:
+    def __init__(self, model, device="auto"):
+        if device == "auto":
+            self.device = {choice}
+        else:
+            self.device = device
+        self.model = model.to(self.device)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    Trainer(torch.nn.Linear(2, 2))
+"""
+
+
+def test_device_stored_on_self_is_followed(lint):
+    files = {"train.py": TRAINER.format(choice="'cuda' if torch.cuda.is_available() else 'cpu'")}
+    assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == {("train.py", 12, "TRP205")}
+
+
+def test_cpu_device_stored_on_self_is_quiet(lint):
+    files = {"train.py": TRAINER.format(choice="'cpu'")}
+    assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == set()
+
+
+def test_same_attribute_name_in_another_class_is_not_this_device(lint):
+    source = TRAINER.format(choice="'cpu'") + "\nclass Other:\n    def __init__(self):\n        self.device = 'cuda'\n"
+    assert reported(lint({"train.py": source}, {"select": ["TRP205"]}), lint.root) == set()

@@ -84,6 +84,7 @@ class Lowering:
         self.index = index
         self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
         self.nodes: list[cst.CSTNode] = []
+        self._attribute_values: dict[tuple[int, str], list[cst.BaseExpression]] = {}
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -455,6 +456,26 @@ class Lowering:
                     return True
         return False
 
+    def _self_attribute_values(self, at: cst.CSTNode, attribute: str) -> list[cst.BaseExpression]:
+        """Every value the enclosing class's methods assign to `self.<attribute>`."""
+        klass = self.index.enclosing(at, cst.ClassDef)
+        if klass is None:
+            return []
+        key = (id(klass), attribute)
+        found = self._attribute_values.get(key)
+        if found is None:
+            found = self._attribute_values[key] = [
+                node.value
+                for node in _subexpressions(klass.body)
+                if isinstance(node, cst.Assign)
+                for target in node.targets
+                if isinstance(target.target, cst.Attribute)
+                and isinstance(target.target.value, cst.Name)
+                and target.target.value.value == "self"
+                and target.target.attr.value == attribute
+            ]
+        return found
+
     def _import_time_probe(self, node: cst.Call) -> bool:
         """Module-level code inside `try:` under an environment condition (`if "X_TEST_DEVICE" in
         os.environ: try: torch.randn(3, device=...)`): a probe that the module runs when imported,
@@ -521,6 +542,9 @@ class Lowering:
             return False
         if isinstance(expr, cst.IfExp):
             return any(self._mentions_cuda(e, at, depth + 1) for e in (expr.test, expr.body, expr.orelse))
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            # `self.device`, set in a method of the same class (a Trainer's __init__)
+            return any(self._mentions_cuda(v, v, depth + 1) for v in self._self_attribute_values(at, expr.attr.value))
         if isinstance(expr, cst.Attribute) and expr.attr.value == "type":  # `current_accelerator().type`
             return self._mentions_cuda(expr.value, at, depth + 1)
         if isinstance(expr, cst.FormattedString):

@@ -25,7 +25,8 @@ class SeededNotDeterministic(Rule):
     )
     decisions = (
         "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
-        "`.cuda()`, a `\"cuda\"` device (also through a variable), the nccl backend. Programs whose "
+        "`.cuda()`, a `\"cuda\"` device (also through a variable, or an attribute "
+        "`self.device` set in a method of the same class), the nccl backend. Programs whose "
         "device comes only from configuration are not reported. The device-generic APIs count as "
         "CUDA (an accelerator is a GPU whose kernels have the same hazards): a kept or used "
         "`torch.accelerator.current_accelerator()`, `torch.accelerator.set_device_index` / "
