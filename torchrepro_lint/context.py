@@ -89,7 +89,7 @@ def shown_path(module: ProjectModule) -> str:
     """A module as findings show paths: a module found by following an import (read from its
     resolved, absolute path) is shown relative to the working directory, like the files linted."""
     path = module.source.path
-    if path.is_absolute():
+    if path.is_absolute() and not module.linted:  # linted files keep the path they were given
         try:
             return Path(os.path.relpath(path, Path.cwd())).as_posix()  # `../src/lib/x.py` outside it
         except ValueError:  # another drive (Windows)

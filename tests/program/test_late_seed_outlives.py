@@ -69,17 +69,28 @@ def test_draw_inside_try_without_an_environment_condition_still_counts(lint):
     assert reported(lint(files, SELECT), lint.root) == {("train.py", 5, "TRP105")}
 
 
+def lint_one(root, files, given, cwd, monkeypatch):
+    """Lint only `given` (a path relative to `cwd`): the modules it imports are found, not linted."""
+    from conftest import write_project
+    from pathlib import Path
+
+    from torchrepro_lint.config import load_config
+    from torchrepro_lint.engine import lint_paths
+
+    write_project(root, files, {"select": ["TRP105"]})
+    monkeypatch.chdir(cwd)
+    return lint_paths([Path(given)], load_config([root]))
+
+
 def test_late_seed_message_quotes_an_imported_module_by_relative_path(lint, monkeypatch):
-    monkeypatch.chdir(lint.root)
     files = {
         "pkg/__init__.py": "",
         "pkg/tables.py": "import torch\n\nTABLE = torch.randn(3)\n",
         "train.py": "import torch\nimport pkg.tables\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n",
     }
-    result = lint(files, {"select": ["TRP105"]})
+    result = lint_one(lint.root, files, "train.py", lint.root, monkeypatch)
     messages = [f.message for f in result.findings]
-    assert len(messages) == 1
-    assert "at pkg/tables.py:3" in messages[0] and str(lint.root) not in messages[0]
+    assert len(messages) == 1 and "at pkg/tables.py:3 already drew" in messages[0]
 
 
 def test_message_quotes_a_module_outside_the_working_directory_relative_to_it(lint, monkeypatch):
@@ -88,10 +99,6 @@ def test_message_quotes_a_module_outside_the_working_directory_relative_to_it(li
         "src/mylib/tables.py": "import torch\n\nTABLE = torch.randn(3)\n",
         "examples/train.py": "import torch\nimport mylib.tables\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n",
     }
-    for name, text in files.items():
-        (lint.root / name).parent.mkdir(parents=True, exist_ok=True)
-        (lint.root / name).write_text(text)
-    monkeypatch.chdir(lint.root / "examples")
-    result = lint(files, {"select": ["TRP105"]})
+    result = lint_one(lint.root, files, "train.py", lint.root / "examples", monkeypatch)
     messages = [f.message for f in result.findings]
-    assert len(messages) == 1 and "at ../src/mylib/tables.py:3" in messages[0]
+    assert len(messages) == 1 and "at ../src/mylib/tables.py:3 already drew" in messages[0]
