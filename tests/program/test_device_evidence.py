@@ -136,3 +136,9 @@ def test_cpu_device_stored_on_self_is_quiet(lint):
 def test_same_attribute_name_in_another_class_is_not_this_device(lint):
     source = TRAINER.format(choice="'cpu'") + "\nclass Other:\n    def __init__(self):\n        self.device = 'cuda'\n"
     assert reported(lint({"train.py": source}, {"select": ["TRP205"]}), lint.root) == set()
+
+
+@pytest.mark.parametrize(("fabric", "on_cuda"), [("L.Fabric(accelerator='cuda', devices=2)", True), ("L.Fabric(accelerator='auto')", False), ("L.Fabric(accelerator='cpu')", False)])
+def test_lightning_fabric_accelerator(lint, fabric, on_cuda):
+    found = reported(lint(seeded(f"fabric = {fabric}", LIGHTNING), {"select": ["TRP205"]}), lint.root)
+    assert found == ({("train.py", 5, "TRP205")} if on_cuda else set())

@@ -26,6 +26,7 @@ from torchrepro_lint.project.known_apis import (
     DEVICE_PROBES,
     HF_TRAINING_ARGUMENTS,
     KNOWN_HELPERS,
+    LIGHTNING_FABRIC,
     LIGHTNING_TRAINER,
     MODEL_FACTORIES,
     MODEL_FACTORY_PREFIXES,
@@ -284,6 +285,9 @@ class Lowering:
             elif deterministic is not None:  # Lightning sets benchmark = False when deterministic
                 out.append(ir.Branch(self.value(deterministic), (ir.Effect(Kind.BENCHMARK, self.ref(node), ir.Const(False)),), ()))
             if _lightning_on_gpu(node):
+                effect(Kind.CUDA)
+        elif q in LIGHTNING_FABRIC:
+            if _lightning_on_gpu(node):  # Fabric(accelerator="cuda"|"gpu"); no determinism switch
                 effect(Kind.CUDA)
         elif q in HF_TRAINING_ARGUMENTS:
             full = _arg(node, None, "full_determinism")

@@ -131,6 +131,7 @@ TRAINING_METHODS = frozenset({"backward"})
 
 SPAWN_FUNCTIONS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 LIGHTNING_TRAINER = "lightning.Trainer"
+LIGHTNING_FABRIC = frozenset({"lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric"})
 HF_TRAINING_ARGUMENTS = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments"})
 CUDNN = "torch.backends.cudnn"
 
