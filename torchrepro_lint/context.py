@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import libcst as cst
 
@@ -83,6 +85,18 @@ class LintContext:
         return f"{module.source.path.as_posix()}:{row}"
 
 
+def shown_path(module: ProjectModule) -> str:
+    """A module as findings show paths: a module found by following an import (read from its
+    resolved, absolute path) is shown relative to the working directory, like the files linted."""
+    path = module.source.path
+    if path.is_absolute() and not module.linted:  # linted files keep the path they were given
+        try:
+            return Path(os.path.relpath(path, Path.cwd())).as_posix()  # `../src/lib/x.py` outside it
+        except ValueError:  # another drive (Windows)
+            pass
+    return path.as_posix()
+
+
 def describe(site, limit: int = 48) -> str:
     """"`nn.Linear(10, 2)` at train.py:12": a short quote of the code at a site, and where.
 
@@ -91,9 +105,9 @@ def describe(site, limit: int = 48) -> str:
     module, ref = site
     note_read("display", module.path)
     if ref is None:
-        return f"{module.source.path.as_posix()}:1"
+        return f"{shown_path(module)}:1"
     row, text = summary(module, "site", str(ref))
-    where = f"{module.source.path.as_posix()}:{row}"
+    where = f"{shown_path(module)}:{row}"
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"`{text}` at {where}"

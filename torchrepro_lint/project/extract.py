@@ -15,13 +15,18 @@ from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.known_apis import (
+    ACCELERATOR_CALLS,
+    ACCELERATOR_DEVICE,
     CHECKPOINT_CALLS,
     CHECKPOINT_METHODS,
     CUDA_CALLS,
     CUDNN,
     DEFERRED_RANDOMNESS,
+    DEVICE_ARGUMENT_CALLS,
+    DEVICE_PROBES,
     HF_TRAINING_ARGUMENTS,
     KNOWN_HELPERS,
+    LIGHTNING_FABRIC,
     LIGHTNING_TRAINER,
     MODEL_FACTORIES,
     MODEL_FACTORY_PREFIXES,
@@ -80,6 +85,7 @@ class Lowering:
         self.index = index
         self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
         self.nodes: list[cst.CSTNode] = []
+        self._attribute_values: dict[tuple[int, str], list[cst.BaseExpression]] = {}
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -276,6 +282,13 @@ class Lowering:
             benchmark = _arg(node, None, "benchmark")
             if benchmark is not None:
                 effect(Kind.BENCHMARK, self.value(benchmark))
+            elif deterministic is not None:  # Lightning sets benchmark = False when deterministic
+                out.append(ir.Branch(self.value(deterministic), (ir.Effect(Kind.BENCHMARK, self.ref(node), ir.Const(False)),), ()))
+            if _lightning_on_gpu(node):
+                effect(Kind.CUDA)
+        elif q in LIGHTNING_FABRIC:
+            if _lightning_on_gpu(node):  # Fabric(accelerator="cuda"|"gpu"); no determinism switch
+                effect(Kind.CUDA)
         elif q in HF_TRAINING_ARGUMENTS:
             full = _arg(node, None, "full_determinism")
             if full is not None:
@@ -319,6 +332,17 @@ class Lowering:
         elif q == "multiprocessing.set_start_method":
             if _literal(_arg(node, 0, "method")) == "spawn":
                 effect(Kind.SPAWN_METHOD)
+        elif q in ACCELERATOR_CALLS:
+            effect(Kind.CUDA)
+        elif q == ACCELERATOR_DEVICE:
+            if not self._only_inspected(node, site.statement):
+                effect(Kind.CUDA)
+        elif q in DEVICE_ARGUMENT_CALLS:
+            position, keyword, default = DEVICE_ARGUMENT_CALLS[q]
+            device = _arg(node, position, keyword)
+            on_cuda = self._mentions_cuda(device, node) if device is not None else default == "cuda"
+            if on_cuda and not _is_false(_arg(node, None, "enabled")):
+                effect(Kind.CUDA)
         elif q in CUDA_CALLS or q == "torch.nn.parallel.DistributedDataParallel" and _arg(node, None, "device_ids"):
             effect(Kind.CUDA)
         elif q == "torch.distributed.init_process_group":
@@ -353,7 +377,7 @@ class Lowering:
                 effect(Kind.CHECKPOINT)
             elif method in TRAINING_METHODS:
                 effect(Kind.TRAINING)
-            elif method == "from_pretrained":
+            elif method == "from_pretrained" and _adds_task_head(node.func):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
         device = _arg(node, None, "device")
         if device is not None and self._mentions_cuda(device, node) and not any(
@@ -361,6 +385,8 @@ class Lowering:
         ):
             effect(Kind.CUDA)
 
+        if out and self._import_time_probe(node):
+            out = [s for s in out if not (isinstance(s, ir.Effect) and s.kind in _PROBE_KINDS)]
         out.extend(self.project_call(site, spawned))
         return out
 
@@ -434,6 +460,62 @@ class Lowering:
                     return True
         return False
 
+    def _self_attribute_values(self, at: cst.CSTNode, attribute: str) -> list[cst.BaseExpression]:
+        """Every value the enclosing class's methods assign to `self.<attribute>`."""
+        klass = self.index.enclosing(at, cst.ClassDef)
+        if klass is None:
+            return []
+        key = (id(klass), attribute)
+        found = self._attribute_values.get(key)
+        if found is None:
+            found = self._attribute_values[key] = [
+                node.value
+                for node in _subexpressions(klass.body)
+                if isinstance(node, cst.Assign)
+                for target in node.targets
+                if isinstance(target.target, cst.Attribute)
+                and isinstance(target.target.value, cst.Name)
+                and target.target.value.value == "self"
+                and target.target.attr.value == attribute
+            ]
+        return found
+
+    def _import_time_probe(self, node: cst.Call) -> bool:
+        """Module-level code inside `try:` under an environment condition (`if "X_TEST_DEVICE" in
+        os.environ: try: torch.randn(3, device=...)`): a probe that the module runs when imported,
+        to check a device works. What it draws is thrown away and the device it tries is the
+        test setup's, so it is neither a draw nor the program's CUDA evidence."""
+        in_try = on_env = False
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.Try) and ancestor.handlers:
+                in_try = in_try or _contains(ancestor.body, node)
+            elif isinstance(ancestor, cst.If) and self._reads_environment(ancestor.test):
+                on_env = True
+        return in_try and on_env
+
+    def _reads_environment(self, test: cst.BaseExpression) -> bool:
+        for sub in _subexpressions(test):
+            if isinstance(sub, (cst.Name, cst.Attribute)) and self.index.resolve(sub) in ("os.environ", "os.getenv", "os.environ.get"):
+                return True
+        return False
+
+    def _only_inspected(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
+        """`print(torch.accelerator.current_accelerator())`, `if ....type == "mps"`: asking which
+        accelerator there is puts nothing on it; keeping or using the device does."""
+        for ancestor in self.index.ancestors(node):
+            if ancestor is statement:
+                break
+            if isinstance(ancestor, (cst.Comparison, cst.FormattedString)):
+                return True
+            if isinstance(ancestor, cst.Call):
+                q = self.index.resolve(ancestor.func, node)
+                name = ancestor.func.attr.value if isinstance(ancestor.func, cst.Attribute) else None
+                if q in _INSPECTING_BUILTINS or name in _REPORTING_METHODS:
+                    return True
+        return isinstance(statement, cst.Expr) and statement.value is node
+
     def _only_traced(self, names: tuple[str, ...], draw: CallSite) -> bool:
         """An example input drawn only to trace or export a model: its values shape nothing."""
         if not names or not self.index.calls_to(*TRACING_CALLS):
@@ -457,13 +539,18 @@ class Lowering:
             return assigned is not None and assigned is not expr and self._mentions_cuda(assigned, at, depth + 1)
         if isinstance(expr, cst.Call):
             q = self.index.resolve(expr.func, at)
-            if q == "torch.cuda.is_available":
+            if q in DEVICE_PROBES or q == ACCELERATOR_DEVICE:
                 return True
             if q == "torch.device":
                 return any(self._mentions_cuda(a.value, at, depth + 1) for a in expr.args)
             return False
         if isinstance(expr, cst.IfExp):
             return any(self._mentions_cuda(e, at, depth + 1) for e in (expr.test, expr.body, expr.orelse))
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            # `self.device`, set in a method of the same class (a Trainer's __init__)
+            return any(self._mentions_cuda(v, v, depth + 1) for v in self._self_attribute_values(at, expr.attr.value))
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":  # `current_accelerator().type`
+            return self._mentions_cuda(expr.value, at, depth + 1)
         if isinstance(expr, cst.FormattedString):
             return any(
                 isinstance(part, cst.FormattedStringText) and part.value.startswith("cuda") for part in expr.parts[:1]
@@ -508,6 +595,36 @@ class Lowering:
 
 
 _MISSING = object()
+# `getattr(torch, current_accelerator().type)` picks a backend module; nothing runs on it yet
+_INSPECTING_BUILTINS = frozenset(
+    {"builtins.print", "builtins.str", "builtins.repr", "builtins.getattr", "builtins.hasattr", "builtins.isinstance"}
+)
+_PROBE_KINDS = frozenset({Kind.DRAW, Kind.CUDA, Kind.MODULE_INIT})
+
+
+def _subexpressions(expr: cst.CSTNode):
+    yield expr
+    for child in expr.children:
+        yield from _subexpressions(child)
+
+
+def _contains(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(sub is node for sub in _subexpressions(outer))
+
+
+_REPORTING_METHODS = frozenset("info debug warning warn error log write echo print format".split())
+# Lightning's accelerator names that put the Trainer's work on a CUDA GPU ("auto" picks one only
+# when present: like torch.cuda.is_available() unused, it is not evidence by itself).
+_LIGHTNING_GPU = frozenset({"gpu", "cuda"})
+
+
+def _lightning_on_gpu(call: cst.Call) -> bool:
+    """`Trainer(accelerator="gpu")` / `"cuda"`, or the pre-2.0 `gpus=N` (N not 0/None)."""
+    accelerator = _literal(_arg(call, None, "accelerator"))
+    if isinstance(accelerator, str) and accelerator.lower() in _LIGHTNING_GPU:
+        return True
+    gpus = _arg(call, None, "gpus")
+    return gpus is not None and not _is_none(gpus) and not _is_false(gpus)
 
 
 def _root(qualname: str) -> str:
@@ -584,6 +701,16 @@ def _element(value: cst.BaseExpression, position: int, size: int) -> cst.BaseExp
         if body is not None and orelse is not None:
             return cst.IfExp(test=value.test, body=body, orelse=orelse)
     return None
+
+
+def _adds_task_head(func: cst.Attribute) -> bool:
+    """`AutoModelForSequenceClassification.from_pretrained(...)`: a task head (transformers names
+    them `...For<Task>`) missing from the checkpoint is initialised randomly. A pretrained VAE,
+    UNet, text encoder, tokenizer or scheduler loads everything it has: its weights outlive no
+    draw (and a missing weight is an error), so it draws nothing."""
+    receiver = func.value
+    name = receiver.attr.value if isinstance(receiver, cst.Attribute) else getattr(receiver, "value", "")
+    return isinstance(name, str) and "For" in name
 
 
 def _loads_pretrained(call: cst.Call) -> bool:

@@ -104,6 +104,25 @@ CUDA_CALLS = frozenset(
         "torch.nn.DataParallel",
     }
 )
+# Device evidence from today's device-generic APIs. Each entry: where the device is read from
+# ("always", or the argument (position, keyword) that must name CUDA / the accelerator).
+# Checks that only ask (torch.accelerator.is_available(), device_count()) are not evidence by
+# themselves: they count only where they choose a device (`x if torch.accelerator.is_available()
+# else "cpu"`), like torch.cuda.is_available().
+ACCELERATOR_CALLS = frozenset(
+    {"torch.accelerator.set_device_index", "torch.accelerator.set_device_idx", "torch.accelerator.device_index"}
+)
+ACCELERATOR_DEVICE = "torch.accelerator.current_accelerator"  # a device: evidence where it is kept or used
+DEVICE_PROBES = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
+# Calls whose device argument decides whether they put work on CUDA: (position, keyword, default).
+DEVICE_ARGUMENT_CALLS: dict[str, tuple[int | None, str, str | None]] = {
+    "torch.autocast": (0, "device_type", None),
+    "torch.amp.autocast": (0, "device_type", None),
+    "torch.amp.autocast_mode.autocast": (0, "device_type", None),
+    "torch.amp.GradScaler": (0, "device", "cuda"),  # torch.amp.GradScaler(device="cuda", ...)
+    "torch.amp.grad_scaler.GradScaler": (0, "device", "cuda"),
+    "torch.set_default_device": (0, "device", None),
+}
 CHECKPOINT_CALLS = frozenset(
     {"torch.load", "torch.jit.load", "torch.hub.load_state_dict_from_url", "safetensors.torch.load_file"}
 )
@@ -112,6 +131,7 @@ TRAINING_METHODS = frozenset({"backward"})
 
 SPAWN_FUNCTIONS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 LIGHTNING_TRAINER = "lightning.Trainer"
+LIGHTNING_FABRIC = frozenset({"lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric"})
 HF_TRAINING_ARGUMENTS = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments"})
 CUDNN = "torch.backends.cudnn"
 

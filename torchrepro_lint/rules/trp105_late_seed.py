@@ -18,8 +18,15 @@ class LateSeed(Rule):
         "Reported at the seeding call in the entry program (the call of the helper that seeds, "
         "when seeding happens in another module). Constructing a DataLoader, a sampler or an "
         "optimizer draws nothing yet. Loading a checkpoint over a freshly built model makes its "
-        "random init irrelevant. `from_pretrained` counts as a draw: heads missing from the "
-        "checkpoint are initialised randomly."
+        "random init irrelevant. A draw matters only when what it drew outlives the seed: "
+        "`from_pretrained` of a transformers task model (`...For<Task>`, e.g. "
+        "`AutoModelForSequenceClassification`) counts, since a head missing from the checkpoint is "
+        "initialised randomly; a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
+        "(`AutoencoderKL.from_pretrained`) loads everything it has and draws nothing. Module-level "
+        "code of an imported module inside `try:` under an environment condition (`if "
+        "os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an import-time "
+        "probe: neither a draw nor CUDA evidence. Files quoted in messages are shown relative to "
+        "the working directory, like the findings' own paths."
     )
     hazards = (
         Example(
@@ -98,6 +105,16 @@ if __name__ == "__main__":
     torch.manual_seed(0)
 ''',
             "Weights loaded from a checkpoint replace the random init",
+        ),
+        Example(
+            '''import torch
+from diffusers import AutoencoderKL
+
+if __name__ == "__main__":
+    vae = AutoencoderKL.from_pretrained("org/model", subfolder="vae")
+    torch.manual_seed(0)
+''',
+            "A pretrained part that loads every weight draws nothing",
         ),
     )
 

@@ -30,7 +30,9 @@ class BenchmarkWithDeterminism(Rule):
         "else: benchmark = True`), `benchmark = not deterministic`, and a reset to False on the "
         "claiming path are understood. Two switches set under independent runtime flags "
         "(`if cfg.cudnn_benchmark:` and `if args.deterministic:`) are a configuration choice, not "
-        "reported. Also `cudnn.flags(benchmark=True)` and Lightning's `Trainer(benchmark=True)`."
+        "reported. Also `cudnn.flags(benchmark=True)` and Lightning's `Trainer(benchmark=True)`; "
+        "Lightning's `Trainer(deterministic=True)` without `benchmark=` sets benchmark to False "
+        "(its accelerator connector does), which resets an earlier `cudnn.benchmark = True`."
     )
     hazards = (
         Example(

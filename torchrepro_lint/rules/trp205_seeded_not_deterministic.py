@@ -25,8 +25,28 @@ class SeededNotDeterministic(Rule):
     )
     decisions = (
         "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
-        "`.cuda()`, a `\"cuda\"` device (also through a variable), the nccl backend. Programs whose "
-        "device comes only from configuration are not reported."
+        "`.cuda()`, a `\"cuda\"` device (also through a variable, or an attribute "
+        "`self.device` set in a method of the same class), the nccl backend. Programs whose "
+        "device comes only from configuration are not reported. The device-generic APIs count as "
+        "CUDA (an accelerator is a GPU whose kernels have the same hazards): a kept or used "
+        "`torch.accelerator.current_accelerator()`, `torch.accelerator.set_device_index` / "
+        "`device_index`, `torch.accelerator.is_available()` where it picks a device, "
+        "`torch.autocast` / `torch.amp.autocast` with a CUDA `device_type`, `torch.amp.GradScaler` "
+        "(its device defaults to `\"cuda\"`; not with `enabled=False`), "
+        "`torch.set_default_device(\"cuda\")`, Lightning's `Trainer(accelerator=\"gpu\"|\"cuda\")` "
+        "(or `Fabric(accelerator=...)` likewise) "
+        "or `gpus=N`. Asking is not using: printing or comparing the accelerator, "
+        "`device_count()`, and Lightning's `accelerator=\"auto\"` (a GPU only if one is present) "
+        "are not evidence by themselves. Frameworks, as read in their sources: Lightning's "
+        "`seed_everything` (also `Fabric.seed_everything`) seeds torch, numpy and random; "
+        "`Trainer(deterministic=True|\"warn\")` calls `use_deterministic_algorithms` (warn_only "
+        "for \"warn\"), sets `CUBLAS_WORKSPACE_CONFIG` and, unless `benchmark=` is given, turns "
+        "cuDNN benchmark off; `Trainer(benchmark=True)` turns it on. Hugging Face "
+        "`set_seed(seed, deterministic=True)` and `enable_full_determinism` (also the CUBLAS "
+        "variable and benchmark off) claim determinism, as does `TrainingArguments("
+        "full_determinism=True)`; accelerate's `set_seed(seed, device_specific, deterministic)` "
+        "likewise. `accelerate.Accelerator()` and Hugging Face's `Trainer` use a GPU only when one "
+        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence."
     )
     hazards = (
         Example(
@@ -73,6 +93,16 @@ def seed_all(s):
             },
             "Seeding helper in another module, NCCL",
         ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(1)  # <-- TRP205
+    device = torch.accelerator.current_accelerator()
+    model = torch.nn.Linear(4, 4).to(device)
+''',
+            "The device-generic accelerator API",
+        ),
     )
     traps = (
         Example(
@@ -104,6 +134,17 @@ if __name__ == "__main__":
     x = torch.ones(3).cuda()
 ''',
             "Determinism claimed (TRP202 covers what is missing)",
+        ),
+        Example(
+            '''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    print("accelerator:", torch.accelerator.is_available())
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        y = torch.nn.Linear(4, 4)(torch.ones(2, 4))
+''',
+            "Only asking about the accelerator; CPU autocast",
         ),
     )
 
