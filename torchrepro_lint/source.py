@@ -63,7 +63,7 @@ def decode_source(raw: bytes) -> str:
         raise SourceError(f"cannot decode as {encoding}: {exc}") from None
 
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+NOQA_COMMENT = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(
     r"^\s*#\s*torchrepro-lint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?\s*$",
     re.IGNORECASE | re.MULTILINE,
@@ -74,14 +74,14 @@ PARSES = [0]  # LibCST parses in this process (reported by --statistics)
 ALL_CODES = ()  # marker: a bare noqa suppresses every code
 
 
-def _codes(match: re.Match) -> tuple[str, ...]:
+def noqa_codes(match: re.Match) -> tuple[str, ...]:
     codes = match.group("codes")
     if not codes:
         return ALL_CODES
     return tuple(c.strip().upper() for c in codes.split(","))
 
 
-def _suppressed(code: str, codes: tuple[str, ...]) -> bool:
+def suppresses(code: str, codes: tuple[str, ...]) -> bool:
     # A listed code suppresses itself and every code it prefixes (`TRP2` covers TRP201..TRP206).
     return codes == ALL_CODES or any(code.startswith(c) for c in codes)
 
@@ -180,10 +180,10 @@ class SourceFile:
         if "noqa" not in self.text:
             return False
         for match in _FILE_NOQA.finditer(self.text):
-            if _suppressed(code, _codes(match)):
+            if suppresses(code, noqa_codes(match)):
                 return True
         if 1 <= row <= len(self.lines):
-            match = _NOQA.search(self.lines[row - 1])
-            if match and _suppressed(code, _codes(match)):
+            match = NOQA_COMMENT.search(self.lines[row - 1])
+            if match and suppresses(code, noqa_codes(match)):
                 return True
         return False
