@@ -248,7 +248,7 @@ def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> in
     """Lint, then write `# noqa: CODES` on every reported line (fixes/noqa.py). The texts linted
     are the texts edited; a file changed on disk meanwhile is left alone."""
     from torchrepro_lint.engine import lint_sources
-    from torchrepro_lint.fixes.noqa import add_noqa
+    from torchrepro_lint.fixes.noqa import UNSUPPRESSIBLE, add_noqa
     from torchrepro_lint.fixes.runner import write_atomically
     from torchrepro_lint.source import SourceError, read_source, source_encoding
 
@@ -287,8 +287,12 @@ def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> in
         lines = len({(f.cell, f.row) for f in outcome.added})
         print(f"{path.as_posix()}: {_plural(lines, 'noqa comment')} for {_plural(len(outcome.added), 'finding')}")
     for finding in left:
-        print(f"torchrepro-lint: warning: {finding.location}: {finding.code}: no noqa comment can go on this line "
-              "(it ends inside a string, continues with a backslash, or is a shebang); still reported", file=sys.stderr)
+        why = (
+            "code that does not parse is not linted, so no noqa can silence this; fix it or exclude the file"
+            if finding.code in UNSUPPRESSIBLE
+            else "no noqa comment can go on this line (it ends inside a string, continues with a backslash, or is a shebang)"
+        )
+        print(f"torchrepro-lint: warning: {finding.location}: {finding.code}: {why}; still reported", file=sys.stderr)
     if not args.quiet:
         print(f"Added noqa comments for {_plural(added, 'finding')} in {_plural(files_changed, 'file')}.")
     for error in result.errors:
