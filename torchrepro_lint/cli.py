@@ -16,6 +16,7 @@ from torchrepro_lint.config import FAIL_LEVELS, Config, ConfigError, load_config
 from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import LintResult, Statistics
+from torchrepro_lint.progress import for_run
 from torchrepro_lint.reporters import REPORTERS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -185,7 +186,10 @@ def _lint(args: argparse.Namespace, config: Config, paths: list[Path], stdin):
     from torchrepro_lint.engine import lint_sources
 
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    result = lint_sources(((path, None) for path in files), config, errors, cache=cache, jobs=jobs, statistics=statistics)
+    progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format=args.output_format)
+    result = lint_sources(
+        ((path, None) for path in files), config, errors, cache=cache, jobs=jobs, statistics=statistics, progress=progress
+    )
     return result, statistics
 
 
@@ -260,7 +264,8 @@ def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> in
         except SourceError as exc:
             errors.append(f"{path.as_posix()}: {exc}")
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    result = lint_sources(list(texts.items()), config, errors, jobs=jobs)
+    progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format="text")
+    result = lint_sources(list(texts.items()), config, errors, jobs=jobs, progress=progress)
     by_path: dict[str, list] = {}
     for finding in result.findings:
         by_path.setdefault(finding.path, []).append(finding)
