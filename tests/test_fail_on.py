@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +89,22 @@ def test_the_cache_is_shared_between_fail_levels(project, capsys):
     assert main(["check", "--statistics", "warning.py"]) == 1
     statistics = json.loads(capsys.readouterr().err.split("statistics: ", 1)[1])
     assert statistics["replayed"] is True
+
+
+def hook_entries() -> list[list[str]]:
+    """The pre-commit hooks' command lines, as the manifest declares them (without `torchrepro-lint`)."""
+    manifest = Path(__file__).parents[1] / ".pre-commit-hooks.yaml"
+    entries = re.findall(r"^\s*entry: torchrepro-lint (.+)$", manifest.read_text(encoding="utf-8"), re.MULTILINE)
+    assert len(entries) == 2
+    return [entry.split() for entry in entries]
+
+
+@pytest.mark.parametrize("entry", hook_entries())
+def test_the_hooks_block_warnings_and_let_notes_through(tmp_path, monkeypatch, capsys, entry):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, {"note.py": NOTE, "warning.py": WARNING})
+    assert main([*entry, "--no-cache", "note.py"]) == 0
+    assert "TRP301" in capsys.readouterr().out  # shown, not blocking
+    assert main([*entry, "--no-cache", "warning.py"]) == 1
+    write_project(tmp_path, {}, {"fail-on": "note"})  # the project's level reaches the hook
+    assert main([*entry, "--no-cache", "note.py"]) == 1
