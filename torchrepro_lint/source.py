@@ -69,6 +69,17 @@ _FILE_NOQA = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 
+# Lines as Python counts them (\n, \r\n, \r), which is how finding rows count: str.splitlines
+# also breaks at a form feed, \x1c-\x1e, \x85, \u2028 and \u2029, so after an old `^L` page
+# break its rows would be off by one.
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+
+def physical_lines(text: str) -> list[str]:
+    """The lines of `text`, each with its ending, broken where Python breaks them."""
+    return _PHYSICAL_LINE.findall(text)
+
+
 PARSES = [0]  # LibCST parses in this process (reported by --statistics)
 
 ALL_CODES = ()  # marker: a bare noqa suppresses every code
@@ -160,7 +171,8 @@ class SourceFile:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        """The physical lines, without their endings (row N is `lines[N - 1]`)."""
+        return [line.rstrip("\r\n") for line in physical_lines(self.text)]
 
     def span(self, node: cst.CSTNode | None) -> tuple[int, int, int, int]:
         """1-based (row, column, end_row, end_column) of a node; line 1 for the whole file."""

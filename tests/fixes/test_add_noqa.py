@@ -181,3 +181,23 @@ def test_generated_programs_are_silenced_and_keep_their_code(tmp_path, text):
     assert len(after) == len(before)
     for old, new in zip(before, after):  # a line is kept, or is itself followed by a comment
         assert new == old or (new.startswith(old.rstrip("\n").rstrip(" \t")) and "# noqa: TRP" in new[len(old.rstrip()):])
+
+
+# -- rows are Python's physical lines: a form feed (`^L` page break) is not a line break ----------
+FORM_FEED = 'import torch\n\x0c\nif __name__ == "__main__":\n    torch.backends.cudnn.benchmark = True\n    torch.use_deterministic_algorithms(True)\n    torch.rand(3)\n'
+
+
+def test_a_noqa_after_a_form_feed_is_read_on_the_reported_line(root, capsys):
+    path = root / "train.py"
+    path.write_text(FORM_FEED.replace('"__main__":', '"__main__":  # noqa: TRP101'), encoding="utf-8")
+    assert check("--select", "TRP101", "train.py") == 0
+    path.write_text(FORM_FEED, encoding="utf-8")
+    assert check("--select", "TRP101", "--add-noqa", "train.py") == 0
+    assert path.read_text(encoding="utf-8") == FORM_FEED.replace('"__main__":', '"__main__":  # noqa: TRP101')
+
+
+def test_a_fix_after_a_form_feed_edits_the_reported_line(root):
+    path = root / "train.py"
+    path.write_text(FORM_FEED, encoding="utf-8")
+    main(["check", "--no-cache", "--fix", "--select", "TRP201", "train.py"])
+    assert path.read_text(encoding="utf-8") == FORM_FEED.replace("benchmark = True", "benchmark = False")

@@ -1,6 +1,6 @@
 """`check --add-noqa`: a `# noqa: CODES` comment on every reported line, written where the
-linter reads it (SourceFile.is_suppressed: the finding's row, split as `str.splitlines` splits),
-so the next run reports nothing. Each comment is an Edit applied by the fix machinery, in
+linter reads it (SourceFile.is_suppressed: the finding's row, a physical line), so the next
+run reports nothing. Each comment is an Edit applied by the fix machinery, in
 Python files and notebook cells alike; an edit that would change the code (a line that ends
 inside a string, or continues with a backslash) is left out and reported instead."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Edit, Finding, Fix
 from torchrepro_lint.fixes import apply
-from torchrepro_lint.source import ALL_CODES, NOQA_COMMENT, noqa_codes, suppresses
+from torchrepro_lint.source import ALL_CODES, NOQA_COMMENT, noqa_codes, physical_lines, suppresses
 
 UNSUPPRESSIBLE = frozenset({"TRP000"})  # a file that does not parse is not linted: no noqa reaches it
 
@@ -48,8 +48,7 @@ def comment_edit(line: str, codes: list[str], row: int) -> Edit | None:
 def _line(text_lines: list[str], row: int) -> str | None:
     if not 1 <= row <= len(text_lines):
         return None
-    line = text_lines[row - 1]
-    return line.splitlines()[0] if line.splitlines() else ""
+    return text_lines[row - 1].rstrip("\r\n")
 
 
 def _code_of(text: str) -> str | None:
@@ -63,7 +62,7 @@ def _code_of(text: str) -> str | None:
 
 def _plan(text: str, findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
     """(one carrier finding per row whose fix is that row's comment, findings left out)."""
-    lines = text.splitlines(keepends=True)
+    lines = physical_lines(text)
     by_row: dict[int, list[Finding]] = {}
     left = []
     for finding in findings:
