@@ -86,9 +86,15 @@ def test_the_add_noqa_run_shows_it_too(project, terminal, capsys):
     assert "programs 1/1" in shown and shown.endswith(progress.ERASE)
 
 
+def test_a_fix_run_shows_it_and_erases_it(project, terminal, capsys):
+    lint("--fix")
+    shown = terminal()
+    assert "torchrepro-lint: parsed 2/2" in shown and shown.endswith(progress.ERASE)
+
+
 @pytest.mark.parametrize(
     "options, environment",
-    [(["--quiet"], {}), (["--output-format", "json"], {}), (["--output-format", "sarif"], {}), ([], {"CI": "true"}), ([], {"TERM": "dumb"})],
+    [(["--quiet"], {}), (["--fix", "--diff"], {}), (["--output-format", "json"], {}), (["--output-format", "sarif"], {}), ([], {"CI": "true"}), ([], {"TERM": "dumb"})],
 )
 def test_nothing_appears_when_not_wanted(project, terminal, monkeypatch, options, environment):
     for name, value in environment.items():

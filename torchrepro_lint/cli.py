@@ -219,7 +219,8 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
     if stdin_text is not None:
         outcome = fix_sources({stdin_name: stdin_text}, config, args.unsafe_fixes)
     else:
-        outcome = fix_paths(paths, config, args.unsafe_fixes, force_exclude=args.force_exclude)
+        progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format=args.output_format if not args.diff else "diff")
+        outcome = fix_paths(paths, config, args.unsafe_fixes, force_exclude=args.force_exclude, progress=progress)
     if args.diff:
         sys.stdout.write(outcome.diff())
         for error in outcome.result.errors:
