@@ -122,13 +122,12 @@ def add_to_notebook(text: str, findings: list[Finding]) -> NoqaOutcome:
     `text`; each cell is written back as --fix writes it (notebooks.apply_fixes)."""
     sources = notebooks.cell_sources(text)
     carriers, left = [], []
-    for finding in findings:
-        if finding.cell is None or finding.cell not in sources:
-            left.append(finding)
     by_cell: dict[int, list[Finding]] = {}
     for finding in findings:
-        if finding not in left:
+        if finding.cell in sources:
             by_cell.setdefault(finding.cell, []).append(finding)
+        else:
+            left.append(finding)  # not in a code cell (not expected)
     for cell, group in by_cell.items():
         planned, unplanned = _plan(sources[cell], group)
         carriers += planned
