@@ -74,8 +74,9 @@ def canonical(value: object) -> object:
 
 def config_fingerprint(config) -> str:
     """Everything in the configuration that can change a finding; with the tool version (in
-    Cache's namespace) it also decides which rules are on."""
-    return digest(canonical(config))
+    Cache's namespace) it also decides which rules are on. `fail_on` changes only the exit
+    status: a run with another fail level replays the same findings."""
+    return digest(canonical(dataclasses.replace(config, fail_on="")))
 
 
 class Cache:

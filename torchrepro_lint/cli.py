@@ -13,10 +13,11 @@ import traceback
 from pathlib import Path
 
 from torchrepro_lint import __version__
-from torchrepro_lint.config import Config, ConfigError, load_config
+from torchrepro_lint.config import FAIL_LEVELS, Config, ConfigError, load_config
 from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import LintResult, Statistics
+from torchrepro_lint.progress import for_run
 from torchrepro_lint.reporters import REPORTERS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -61,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--extend-select", type=_codes, default=[], help="codes or prefixes to enable in addition")
     check.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    check.add_argument(
+        "--fail-on", choices=FAIL_LEVELS, help="the least severe findings that make the exit status 1 (default: warning; all are reported)"
+    )
+    check.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments to every reported line, then exit")
     check.add_argument("--config", type=Path, help="pyproject.toml to read instead of the nearest one")
     check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
     check.add_argument("--force-exclude", action="store_true", help="apply `exclude` to files named on the command line too")
@@ -154,6 +159,11 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     stdin_name = args.stdin_filename or Path("<stdin>")
     stdin_text = sys.stdin.buffer.read().decode("utf-8", errors="surrogateescape") if from_stdin else None
+    if args.add_noqa:
+        if from_stdin or args.fix or args.fix_only or args.diff:
+            print("torchrepro-lint: error: --add-noqa edits files: it cannot read standard input nor combine with --fix or --diff", file=sys.stderr)
+            return EXIT_ERROR
+        return _add_noqa(args, paths, config)
     if args.fix or args.fix_only or args.diff:
         return _fix(args, paths, config, stdin_name, stdin_text)
     result, statistics = _lint(args, config, paths, from_stdin and (stdin_name, stdin_text))
@@ -190,7 +200,10 @@ def _lint(args: argparse.Namespace, config: Config, paths: list[Path], stdin):
     from torchrepro_lint.engine import lint_sources
 
     jobs = args.jobs if args.jobs is not None else default_jobs()
-    result = lint_sources(((path, None) for path in files), config, errors, cache=cache, jobs=jobs, statistics=statistics)
+    progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format=args.output_format)
+    result = lint_sources(
+        ((path, None) for path in files), config, errors, cache=cache, jobs=jobs, statistics=statistics, progress=progress
+    )
     return result, statistics
 
 
@@ -208,7 +221,7 @@ def _report(args: argparse.Namespace, result, config: Config) -> int:
         print(f"torchrepro-lint: error: {error}", file=sys.stderr)
     if result.errors:
         return EXIT_ERROR
-    if result.findings and not args.exit_zero:
+    if not args.exit_zero and any(config.fails(f.severity) for f in result.findings):
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -220,7 +233,8 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
     if stdin_text is not None:
         outcome = fix_sources({stdin_name: stdin_text}, config, args.unsafe_fixes)
     else:
-        outcome = fix_paths(paths, config, args.unsafe_fixes, force_exclude=args.force_exclude)
+        progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format=args.output_format if not args.diff else "diff")
+        outcome = fix_paths(paths, config, args.unsafe_fixes, force_exclude=args.force_exclude, progress=progress)
     if args.diff:
         sys.stdout.write(outcome.diff())
         for error in outcome.result.errors:
@@ -249,6 +263,69 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
     return _report(args, outcome.result, config)
 
 
+def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> int:
+    """Lint, then write `# noqa: CODES` on every reported line (fixes/noqa.py). The texts linted
+    are the texts edited; a file changed on disk meanwhile is left alone."""
+    from torchrepro_lint.engine import lint_sources
+    from torchrepro_lint.fixes.noqa import UNSUPPRESSIBLE, add_noqa
+    from torchrepro_lint.fixes.runner import write_atomically
+    from torchrepro_lint.source import SourceError, read_source, source_encoding
+
+    files, errors = discover(paths, config, args.force_exclude)
+    texts: dict[Path, str] = {}
+    for path in files:
+        try:
+            texts[path] = read_source(path)
+        except SourceError as exc:
+            errors.append(f"{path.as_posix()}: {exc}")
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format="text")
+    result = lint_sources(list(texts.items()), config, errors, jobs=jobs, progress=progress)
+    by_path: dict[str, list] = {}
+    for finding in result.findings:
+        by_path.setdefault(finding.path, []).append(finding)
+    added = files_changed = 0
+    left = []
+    for path, text in texts.items():
+        findings = by_path.get(path.as_posix())
+        if not findings:
+            continue
+        outcome = add_noqa(path, text, findings)
+        left += outcome.left
+        if outcome.text == text:
+            continue
+        try:
+            if read_source(path) != text:
+                result.errors.append(f"{path.as_posix()}: changed while it was being linted; no noqa added")
+                continue
+            write_atomically(path, outcome.text, source_encoding(path))
+        except (OSError, SourceError) as exc:
+            result.errors.append(f"{path.as_posix()}: cannot write: {getattr(exc, 'strerror', None) or exc}")
+            continue
+        added += len(outcome.added)
+        files_changed += 1
+        lines = len({(f.cell, f.row) for f in outcome.added})
+        print(f"{path.as_posix()}: {_plural(lines, 'noqa comment')} for {_plural(len(outcome.added), 'finding')}")
+    for finding in left:
+        why = (
+            "code that does not parse is not linted, so no noqa can silence this; fix it or exclude the file"
+            if finding.code in UNSUPPRESSIBLE
+            else "no noqa comment can go on this line (it ends inside a string, continues with a backslash, or is a shebang)"
+        )
+        print(f"torchrepro-lint: warning: {finding.location}: {finding.code}: {why}; still reported", file=sys.stderr)
+    if not args.quiet:
+        print(f"Added noqa comments for {_plural(added, 'finding')} in {_plural(files_changed, 'file')}.")
+    for error in result.errors:
+        print(f"torchrepro-lint: error: {error}", file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if left and not args.exit_zero else EXIT_CLEAN
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
 def _write_output(path: Path, text: str) -> None:
     """--output-file: replaced atomically, so a reader (an upload step) never sees half a report."""
     from torchrepro_lint.fixes.runner import write_atomically
@@ -266,6 +343,8 @@ def _apply_cli(config: Config, args: argparse.Namespace) -> None:
         config.select = args.select
     config.extend_select = [*config.extend_select, *args.extend_select]
     config.ignore = [*config.ignore, *args.ignore]
+    if args.fail_on is not None:
+        config.fail_on = args.fail_on
 
 
 def _list_rules() -> int:

@@ -12,7 +12,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on older Pythons only
     import tomli as tomllib
 
-NEWEST_TORCH = (2, 13)  # the newest release the rules and the op catalogue know
+NEWEST_TORCH = (2, 13)
+
+# Which findings make the exit status 1 (README, "Exit status"): errors and warnings are
+# hazards; a note is hygiene (reproducible today, fragile), reported but not failing the build.
+FAIL_LEVELS = ("error", "warning", "note")  # most severe first
+DEFAULT_FAIL_ON = "warning"  # the newest release the rules and the op catalogue know
 
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
@@ -40,6 +45,11 @@ class Config:
     torch_version: tuple[int, int] = NEWEST_TORCH
     seed: int = 0
     console_scripts: dict[str, str] = field(default_factory=dict)
+    fail_on: str = DEFAULT_FAIL_ON  # one of FAIL_LEVELS: findings this severe or more fail the run
+
+    def fails(self, severity) -> bool:
+        """Whether a finding of `severity` makes the exit status 1."""
+        return FAIL_LEVELS.index(str(severity)) <= FAIL_LEVELS.index(self.fail_on)
 
 
 # key -> (attribute, expected type, description for messages)
@@ -54,6 +64,7 @@ _KEYS = {
     "deterministic-functions": ("deterministic_functions", "list of str"),
     "torch-version": ("torch_version", "str"),
     "seed": ("seed", "int"),
+    "fail-on": ("fail_on", "str"),
 }
 
 
@@ -132,6 +143,8 @@ def _read(pyproject: Path) -> Config:
             if version is None:
                 raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.torch-version' must look like \"2.13\", got {value!r}")
             value = version
+        if key == "fail-on" and value not in FAIL_LEVELS:
+            raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.fail-on' must be one of {', '.join(FAIL_LEVELS)}, got {value!r}")
         if key == "exclude":
             value = list(value)
         setattr(config, attribute, value)

@@ -12,6 +12,7 @@ from torchrepro_lint.config import Config
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
+from torchrepro_lint.progress import NO_PROGRESS
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
@@ -78,12 +79,14 @@ def lint_sources(
     cache: Cache | None = None,
     jobs: int = 1,
     statistics: Statistics | None = None,
+    progress=NO_PROGRESS,
 ) -> LintResult:
     """Lint (path, text-or-None) pairs; None means read the file from disk.
 
     `make_index(root, helpers)` builds the empty ProjectIndex to fill: an integration that lints
     one file at a time passes one that reuses modules it parsed before. `cache` is the persistent
     cache (cache.py); with `jobs` > 1 the per-file rules run in that many processes.
+    `progress` (progress.py) hears of each file parsed, program run and file checked.
     """
     stats = statistics if statistics is not None else Statistics()
     parses_before = PARSES[0]
@@ -143,16 +146,20 @@ def lint_sources(
     stats.workers = len(hub.workers) if hub is not None else 0
     budget = None if store is None else TreeBudget() if hub is None else stages.budget(hub.processes)
     try:
-        parse_failures += _lower_all(project, loaded, budget, hub)
+        progress.start("parsed", len(loaded))
+        parse_failures += _lower_all(project, loaded, budget, hub, progress)
         if hub is not None:
             hub.share_project()
         findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
-        programs = ProgramRunner(project, cache, configuration, store, stats).find(config.console_scripts, hub)
+        runner = ProgramRunner(project, cache, configuration, store, stats)
+        runner.progress = progress
+        programs = runner.find(config.console_scripts, hub)
         context = LintContext(project, programs, config)
         program_checker = ProgramChecker(context, program_rules, cache, configuration, store)
         if hub is not None:  # every process runs program rules once it has checked its files
             hub.share_program_rules(program_checker.uncached(), program_checker.check)
         checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
+        checker.progress = progress
         findings += checker.run(jobs, hub)
         result.errors += checker.errors
         program_findings, program_errors = program_checker.run(hub.program_rules_done if hub is not None else None)
@@ -163,6 +170,7 @@ def lint_sources(
             hub.abort()
         raise
     finally:
+        progress.finish()
         if hub is not None:
             stats.summaries_asked = hub.summaries_asked
             stats.program_rules_in_workers = hub.program_rules_in_workers
@@ -177,14 +185,16 @@ def lint_sources(
     return result
 
 
-def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub) -> list[Finding]:
+def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, progress=NO_PROGRESS) -> list[Finding]:
     """Add every source to the project, in order; the TRP000 findings of those that fail. With
     a hub, workers lower their shares meanwhile and the project is put in the same order."""
     outcomes = {}
     if hub is not None:
         for source in hub.my_share():
             outcomes[source.path] = shards.lower(project, source, budget)
+            progress.advance("parsed")
         for source, lowered in hub.collect():
+            progress.advance("parsed")
             if lowered[0] == "failure":
                 outcomes[source.path] = ParseFailure(*lowered[1])
             else:
@@ -192,6 +202,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub) -> 
     for source in loaded:  # the rest: from the workers' IR, the cache's, or lowered here
         if source.path not in outcomes:
             outcomes[source.path] = shards.lower(project, source, budget)
+            progress.advance("parsed")
     if hub is not None:  # the order a one-process run adds them in (rules and programs iterate over it)
         ordered = (outcomes[source.path] for source in loaded)
         project.replace_modules({m.path: m for m in ordered if isinstance(m, ProjectModule)})

@@ -501,9 +501,19 @@ def _cell_parses(text: str) -> bool:
     return parses(mask(text)[0])
 
 
-def apply_fixes(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]:
+def cell_sources(text: str) -> dict[int, str]:
+    """Each code cell's source, by cell number, as fix edits count in it (see apply_fixes)."""
+    return {index + 1: _normalized(source) for index, source, span in _parse(text).code if span is not None}
+
+
+def _keeps_parsing(before: str, after: str) -> bool:
+    return _cell_parses(after)
+
+
+def apply_fixes(text: str, findings: list[Finding], *, keep=_keeps_parsing) -> tuple[str, list[Finding]]:
     """(the notebook's new JSON text, findings whose fix was applied). `findings` have
-    cell-relative fixes (see to_cells); a fix that would stop its cell parsing is dropped."""
+    cell-relative fixes (see to_cells); a fix is dropped unless `keep(cell source, candidate)`
+    (by default: unless the cell still parses)."""
     from torchrepro_lint.fixes.apply import apply_fixes as apply_to_text
 
     notebook = _parse(text)
@@ -518,7 +528,7 @@ def apply_fixes(text: str, findings: list[Finding]) -> tuple[str, list[Finding]]
         if not group or span is None:
             continue
         normalized = _normalized(source)
-        new, done = apply_to_text(normalized, group, accept=_cell_parses)
+        new, done = apply_to_text(normalized, group, accept=lambda candidate: keep(normalized, candidate))
         if normalized != source and new.endswith("\n"):
             new = new[:-1]  # the cell had no final newline: keep it that way
         if new != source:

@@ -63,25 +63,36 @@ def decode_source(raw: bytes) -> str:
         raise SourceError(f"cannot decode as {encoding}: {exc}") from None
 
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?", re.IGNORECASE)
+NOQA_COMMENT = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(
     r"^\s*#\s*torchrepro-lint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]*(?:\s*,\s*[A-Z]+[0-9]*)*))?\s*$",
     re.IGNORECASE | re.MULTILINE,
 )
+
+# Lines as Python counts them (\n, \r\n, \r), which is how finding rows count: str.splitlines
+# also breaks at a form feed, \x1c-\x1e, \x85, \u2028 and \u2029, so after an old `^L` page
+# break its rows would be off by one.
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+
+def physical_lines(text: str) -> list[str]:
+    """The lines of `text`, each with its ending, broken where Python breaks them."""
+    return _PHYSICAL_LINE.findall(text)
+
 
 PARSES = [0]  # LibCST parses in this process (reported by --statistics)
 
 ALL_CODES = ()  # marker: a bare noqa suppresses every code
 
 
-def _codes(match: re.Match) -> tuple[str, ...]:
+def noqa_codes(match: re.Match) -> tuple[str, ...]:
     codes = match.group("codes")
     if not codes:
         return ALL_CODES
     return tuple(c.strip().upper() for c in codes.split(","))
 
 
-def _suppressed(code: str, codes: tuple[str, ...]) -> bool:
+def suppresses(code: str, codes: tuple[str, ...]) -> bool:
     # A listed code suppresses itself and every code it prefixes (`TRP2` covers TRP201..TRP206).
     return codes == ALL_CODES or any(code.startswith(c) for c in codes)
 
@@ -160,7 +171,8 @@ class SourceFile:
 
     @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        """The physical lines, without their endings (row N is `lines[N - 1]`)."""
+        return [line.rstrip("\r\n") for line in physical_lines(self.text)]
 
     def span(self, node: cst.CSTNode | None) -> tuple[int, int, int, int]:
         """1-based (row, column, end_row, end_column) of a node; line 1 for the whole file."""
@@ -180,10 +192,10 @@ class SourceFile:
         if "noqa" not in self.text:
             return False
         for match in _FILE_NOQA.finditer(self.text):
-            if _suppressed(code, _codes(match)):
+            if suppresses(code, noqa_codes(match)):
                 return True
         if 1 <= row <= len(self.lines):
-            match = _NOQA.search(self.lines[row - 1])
-            if match and _suppressed(code, _codes(match)):
+            match = NOQA_COMMENT.search(self.lines[row - 1])
+            if match and suppresses(code, noqa_codes(match)):
                 return True
         return False

@@ -29,6 +29,7 @@ from contextlib import contextmanager, nullcontext
 from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules, structural_digest
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.findings import Finding
+from torchrepro_lint.progress import NO_PROGRESS
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import summaries
 from torchrepro_lint.project.programs import interpret, program_entries
@@ -278,16 +279,23 @@ class Digests:
 class ProgramRunner:
     """The programs, each program's facts reused while the modules its run read are unchanged."""
 
+    progress = NO_PROGRESS  # progress.py: the engine sets the run's own
+
     def __init__(self, project: ProjectIndex, cache, configuration: str, store, stats) -> None:
         self.project, self.cache, self.configuration, self.store, self.stats = project, cache, configuration, store, stats
 
     def find(self, console_scripts, hub=None):
         """Every program; with a `hub` (shards.py), interpreted by every process at once."""
         entries = program_entries(self.project, console_scripts)
+        self.progress.start("programs", len(entries))
         if hub is not None:
             facts = hub.run_programs(entries, self.run)
+            self.progress.advance("programs", len(entries))
         else:
-            facts = [self.run(self.project, e.module, e.as_main, e.function) for e in entries]
+            facts = []
+            for e in entries:
+                facts.append(self.run(self.project, e.module, e.as_main, e.function))
+                self.progress.advance("programs")
         self.stats.programs = len(entries)
         return [entry.program(found) for entry, found in zip(entries, facts)]
 
@@ -319,6 +327,8 @@ _CHECKER: ModuleChecker | None = None
 class ModuleChecker:
     """Runs the per-file rules on every linted module, reusing cached findings where valid."""
 
+    progress = NO_PROGRESS  # progress.py: the engine sets the run's own
+
     def __init__(self, context, rules, cache, configuration: str, store, stats, budget) -> None:
         self.context, self.rules, self.cache = context, rules, cache
         self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
@@ -333,18 +343,23 @@ class ModuleChecker:
         digests = Digests(project, self.context.programs, self.store) if self.cache is not None else None
         findings: list[Finding] = []
         todo: list[ProjectModule] = []
-        for module in project.linted_modules:
+        linted = project.linted_modules
+        self.progress.start("checked", len(linted))
+        for module in linted:
             if not any(rule.may_fire_in(module.source.text) for rule in self.rules):
+                self.progress.advance("checked")
                 continue
             cached = self._cached(module, digests)
             if cached is not None:
                 self.stats.cache_hits += 1
                 findings += cached[0]
                 self.errors += cached[1]
+                self.progress.advance("checked")
             else:
                 todo.append(module)
         outcomes = hub.check(todo, self.context.programs, self) if hub is not None else self._check_all(todo, jobs)
         for module, (found, errors, reads) in outcomes:
+            self.progress.advance("checked")
             findings += found
             self.errors += errors
             if self.cache is not None:

@@ -7,12 +7,13 @@ import ast
 import libcst as cst
 
 from torchrepro_lint.findings import Edit, Finding
+from torchrepro_lint.source import physical_lines
 
 
 def _offsets(text: str) -> list[int]:
     """Offset of the start of each 1-based row (index 0 unused), plus one past the end."""
     starts = [0, 0]
-    for line in text.splitlines(keepends=True):
+    for line in physical_lines(text):  # rows as findings count them
         starts.append(starts[-1] + len(line))
     return starts
 

@@ -16,6 +16,7 @@ from torchrepro_lint.discovery import discover
 from torchrepro_lint.engine import lint_sources
 from torchrepro_lint.findings import Finding, LintResult
 from torchrepro_lint.fixes.apply import apply_fixes
+from torchrepro_lint.progress import NO_PROGRESS
 from torchrepro_lint.source import SourceError, read_source
 
 MAX_ROUNDS = 10
@@ -44,12 +45,15 @@ def wanted(finding: Finding, unsafe: bool) -> bool:
     return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe)
 
 
-def fix_sources(sources: dict[Path, str], config: Config, unsafe: bool, errors: list[str] | None = None) -> FixOutcome:
-    """Fix in memory. `sources` maps each path to its text; nothing is written here."""
+def fix_sources(
+    sources: dict[Path, str], config: Config, unsafe: bool, errors: list[str] | None = None, progress=NO_PROGRESS
+) -> FixOutcome:
+    """Fix in memory. `sources` maps each path to its text; nothing is written here. `progress`
+    (progress.py) shows each round's lint."""
     texts = dict(sources)
     applied: list[Finding] = []
     for _ in range(MAX_ROUNDS):
-        result = lint_sources(list(texts.items()), config, errors)
+        result = lint_sources(list(texts.items()), config, errors, progress=progress)
         by_path: dict[str, list[Finding]] = {}
         for finding in result.findings:
             if wanted(finding, unsafe):
@@ -68,12 +72,12 @@ def fix_sources(sources: dict[Path, str], config: Config, unsafe: bool, errors: 
         if not changed:
             break
     else:
-        result = lint_sources(list(texts.items()), config, errors)
+        result = lint_sources(list(texts.items()), config, errors, progress=progress)
     fixed = {path: text for path, text in texts.items() if text != sources[path]}
     return FixOutcome(result, dict(sources), fixed, applied)
 
 
-def fix_paths(paths: list[Path], config: Config, unsafe: bool, force_exclude: bool = False) -> FixOutcome:
+def fix_paths(paths: list[Path], config: Config, unsafe: bool, force_exclude: bool = False, progress=NO_PROGRESS) -> FixOutcome:
     files, errors = discover(paths, config, force_exclude)
     sources: dict[Path, str] = {}
     for path in files:
@@ -81,7 +85,7 @@ def fix_paths(paths: list[Path], config: Config, unsafe: bool, force_exclude: bo
             sources[path] = read_source(path)
         except SourceError as exc:
             errors.append(f"{path.as_posix()}: {exc}")
-    outcome = fix_sources(sources, config, unsafe, errors)
+    outcome = fix_sources(sources, config, unsafe, errors, progress)
     return outcome
 
 

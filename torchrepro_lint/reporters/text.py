@@ -16,7 +16,7 @@ def render_text(result: LintResult, *, quiet: bool = False, unsafe_fixes: bool =
         marker = " [*]" if _fixable(f, unsafe_fixes) else ""
         lines.append(f"{f.location}: {f.code}{marker} {f.severity}: {f.message}")
     if not quiet:
-        lines.append(summary(result, unsafe_fixes))
+        lines.append(summary(result, unsafe_fixes, config))
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -24,7 +24,7 @@ def _fixable(finding, unsafe_fixes: bool) -> bool:
     return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe_fixes)
 
 
-def summary(result: LintResult, unsafe_fixes: bool = False) -> str:
+def summary(result: LintResult, unsafe_fixes: bool = False, config: Config | None = None) -> str:
     files = f"{result.files_checked} file{'s' if result.files_checked != 1 else ''}"
     if not result.findings:
         return f"No reproducibility hazards found in {files}."
@@ -38,4 +38,7 @@ def summary(result: LintResult, unsafe_fixes: bool = False) -> str:
         line += f" [*] {fixable} fixable with --fix{' --unsafe-fixes' if unsafe_fixes else ''}."
     if hidden:
         line += f" {hidden} more with --unsafe-fixes."
+    passing = sum(not config.fails(f.severity) for f in result.findings) if config is not None else 0
+    if passing:
+        line += f" {passing} below --fail-on {config.fail_on}: reported, not failing."
     return line
