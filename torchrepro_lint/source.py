@@ -11,6 +11,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from torchrepro_lint import memory
+
 if TYPE_CHECKING:  # LibCST is imported when a file is parsed: a cached run never needs it
     import libcst as cst
 
@@ -146,6 +148,7 @@ class SourceFile:
         import libcst as cst
 
         PARSES[0] += 1
+        memory.churned(len(self.text))
         try:
             return parse_unvalidated(self.text)
         except cst.ParserSyntaxError as error:

@@ -26,6 +26,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
 
+from torchrepro_lint import memory
 from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules, structural_digest
 from torchrepro_lint.context import LintContext
 from torchrepro_lint.findings import Finding
@@ -229,6 +230,10 @@ class TreeBudget:
         # parsed again for this check is dropped, which is what bounds memory on large projects.
         if module.has_tree and module.path not in self._kept:
             RELEASED.release(module)
+        elif module.has_tree:
+            # What its rules built on the tree (flows, op matches, memo tables) is larger than
+            # the tree: another file's rules rarely look into it, and rebuild what they need.
+            module.index.forget_derived()
 
 
 class Digests:
@@ -416,6 +421,7 @@ class ModuleChecker:
                     )
         if self.budget is not None:
             self.budget.after_checking(module)
+        memory.churned(len(module.source.text))  # (what the rules built is garbage now)
         return findings, errors, reads
 
 

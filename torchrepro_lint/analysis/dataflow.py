@@ -33,14 +33,11 @@ from torchrepro_lint.analysis.syntax import evaluated_string
 
 Owner = cst.CSTNode  # a FunctionDef, a Lambda, or the Module: the scope a local name lives in
 
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def flow(index: ModuleIndex) -> Flow:
-    """The module's Flow, built once per index."""
-    found = _CACHE.get(index)
+    """The module's Flow, built once per index (and kept on it)."""
+    found = index.derived.get("flow")
     if found is None:
-        found = _CACHE[index] = Flow(index)
+        found = index.derived["flow"] = Flow(index)
     return found
 
 

@@ -60,10 +60,23 @@ class ModuleIndex:
         self._nearest: dict[tuple, tuple[dict[int, cst.CSTNode | None], dict[type, bool]]] = {}
         self._sites: dict[int, CallSite] | None = None
         self._selected: dict[frozenset, list[cst.CSTNode]] = {}
+        # What other analyses compute from this index (dataflow's Flow, the op matches), kept
+        # here so it dies with the index: a global cache keyed by index kept every tree alive.
+        self.derived: dict[str, object] = {}
         _IndexBuilder(self).walk(self.module)
         for site in self.calls:
             site.qualname = self.resolver.resolve(site.node.func, site.scope)
             self.calls_by_statement.setdefault(site.statement, []).append(site)
+
+    def forget_derived(self) -> None:
+        """Drop what was computed from the index on first use (rebuilt on the next), keeping the
+        walk's own tables. A Flow points back at its index: clearing also breaks that cycle, so
+        a released tree is freed by reference counting, without waiting for a garbage
+        collection (which `gc.freeze` may never do)."""
+        self.derived.clear()
+        self._by_qualname = self._positions = self._sites = None
+        self._nearest.clear()
+        self._selected.clear()
 
     # -- queries -------------------------------------------------------------------------
     def calls_to(self, *qualnames: str) -> list[CallSite]:

@@ -40,7 +40,6 @@ covers is never matched.
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -145,15 +144,12 @@ class OpMatch:
         return ", ".join(e.id for e in self.entries)
 
 
-_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def ops_in(index: ModuleIndex, version: Version, path: str = "", uses: ProjectUses | None = None) -> list[OpMatch]:
     """Every catalogue match in the module (both rules), computed once per index and version.
 
     With `uses` (the project's), a backward-only op in a module-level function that the project
     only uses from code without gradients is not matched either."""
-    per_index = _CACHE.setdefault(index, {})
+    per_index = index.derived.setdefault("ops", {})
     key = (version, path)
     if key not in per_index:
         per_index[key] = _Matcher(index, version, path, uses).run()

@@ -112,6 +112,8 @@ class ProjectModule:
         return self._index is not None
 
     def release_tree(self) -> None:
+        if self._index is not None:
+            self._index.forget_derived()
         self._index = self._nodes = None
         self.source.drop_tree()
 
@@ -296,10 +298,15 @@ class ProjectIndex:
         try:
             if not candidate.is_file() or not candidate.is_relative_to(self.root):
                 return None
-            return self.add(SourceFile(candidate, read_source(candidate)), linted=False)
+            module = self.add(SourceFile(candidate, read_source(candidate)), linted=False)
         except (SourceError, ParseFailure) as exc:
             self.load_errors[candidate] = str(exc)
             return None
+        # Only its IR is read from now on (no rule runs on a file not linted): keeping the tree
+        # kept every module imported from outside the linted paths alive for the whole run,
+        # outside any tree budget (1,174 trees when linting torch/_inductor alone).
+        module.release_tree()
+        return module
 
     def resolve(self, qualname: str, importer: ProjectModule, depth: int = 0) -> Symbol | None:
         """What a qualified name, as `importer` sees it, is in the project, if anything."""

@@ -1,0 +1,101 @@
+"""Memory stays bounded on large projects: a released tree is freed at once, modules loaded
+only for their IR keep no tree, and freed heap pages are handed back during long runs."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from torchrepro_lint import memory, staging
+from torchrepro_lint.analysis.dataflow import flow
+from torchrepro_lint.analysis.op_matching import ops_in
+from torchrepro_lint.catalog import parse_version
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.source import SourceFile
+
+TRAINING = """\
+import torch
+import torch.nn.functional as F
+
+x = torch.zeros(1, 1, 4, 4, device="cuda", requires_grad=True)
+y = F.interpolate(x, scale_factor=2, mode="bilinear")
+"""
+
+
+@pytest.fixture
+def no_collection():
+    """As in the CLI: automatic collection off, so only reference counting frees anything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    yield
+    if was_enabled:
+        gc.enable()
+
+
+def test_a_released_tree_is_freed_though_rules_looked_at_it(tmp_path, no_collection):
+    project = ProjectIndex(tmp_path)
+    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    index = module.index
+    flow(index)  # a Flow points back at its index: the cycle that used to keep every tree
+    ops_in(index, _version())
+    index_ref = weakref.ref(index)
+    del index
+    module.release_tree()
+    assert index_ref() is None  # and with it the tree: its source file let go of it too
+    assert "module" not in module.source.__dict__
+
+
+def test_what_rules_built_is_rebuilt_after_it_is_forgotten(tmp_path):
+    project = ProjectIndex(tmp_path)
+    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    before = [(m.rule, m.ids) for m in ops_in(module.index, _version())]
+    module.index.forget_derived()
+    assert [(m.rule, m.ids) for m in ops_in(module.index, _version())] == before
+    assert before == [("TRP401", "upsample_bilinear2d_backward")]
+
+
+def test_a_module_loaded_only_for_its_ir_keeps_no_tree(tmp_path):
+    (tmp_path / "helpers.py").write_text("import torch\n\ndef seed_all(s):\n    torch.manual_seed(s)\n")
+    project = ProjectIndex(tmp_path)
+    project.add(SourceFile(tmp_path / "train.py", "from helpers import seed_all\n\nseed_all(0)\n"))
+    loaded = project.load_path((tmp_path / "helpers.py").resolve())
+    assert loaded is not None and not loaded.linted
+    assert not loaded.has_tree
+    assert loaded.ir is not None
+    assert loaded.index.functions.keys() == {"seed_all"}  # parsed again on demand
+
+
+def test_freed_pages_are_given_back_once_per_threshold(monkeypatch):
+    trims = []
+    monkeypatch.setattr(memory, "_trim", lambda: trims.append(1))
+    monkeypatch.setattr(memory, "_since_trim", 0)
+    monkeypatch.setattr(memory, "TRIM_AFTER", 100)
+    memory.churned(60)
+    assert trims == []
+    memory.churned(60)
+    assert trims == [1]
+    memory.churned(99)
+    assert trims == [1]
+
+
+def test_giving_back_works_on_this_platform():
+    memory._trim = None
+    memory.give_back()  # glibc's malloc_trim here; a no-op where the C library has none
+    assert callable(memory._trim)
+
+
+def test_a_kept_tree_forgets_what_its_rules_built_once_they_ran(tmp_path):
+    project = ProjectIndex(tmp_path)
+    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    budget = staging.TreeBudget(10_000)
+    budget.after_indexing(module)
+    flow(module.index)
+    budget.after_checking(module)
+    assert module.has_tree  # kept within budget for other files' rules
+    assert module.index.derived == {}
+
+
+def _version():
+    return parse_version("2.13")
