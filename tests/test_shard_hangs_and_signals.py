@@ -144,3 +144,44 @@ def test_an_interrupted_sharded_run_leaves_no_worker_and_no_partial_cache_entry(
     fresh = subprocess.run([*rerun, "--no-cache"], capture_output=True, text=True)
     assert cached.returncode == fresh.returncode and cached.stdout == fresh.stdout
     assert "warning" not in cached.stderr
+
+
+# A project too small to shard: with --jobs 2 and no cache, only the per-file rules run in a
+# process pool (staging.ModuleChecker._check_all). A pool worker blocks inside its file's rules.
+INTERRUPTED_POOL = """
+import os, sys, threading
+from torchrepro_lint import staging
+
+main_process = os.getpid()
+check = staging.ModuleChecker.check
+
+def announcing(self, module):
+    if os.getpid() != main_process:
+        print(os.getpid(), flush=True)
+        threading.Event().wait()
+    return check(self, module)
+
+staging.ModuleChecker.check = announcing
+from torchrepro_lint.cli import run
+sys.argv = ["torchrepro-lint", "check", "--jobs", "2", "--no-cache", sys.argv[1]]
+run()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
+def test_sigterm_while_a_pool_checks_files_stops_its_workers(tmp_path):
+    for i in range(3):
+        (tmp_path / f"m{i}.py").write_text(f"import torch\n\nx{i} = torch.randn({i + 1})\n")
+    process = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_POOL, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    worker = int(process.stdout.readline())  # a pool worker is inside a file's rules now
+    os.kill(process.pid, signal.SIGTERM)  # the main process only: it must stop the pool itself
+    out, err = process.communicate(timeout=120)  # (the pool's own shutdown waited for ever here)
+    assert process.returncode == 143, err
+    assert "Traceback" not in err
+    assert not _running(worker)

@@ -142,10 +142,11 @@ def lint_sources(
         make_checker,
         make_program_checker,
     )
-    hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
-    stats.workers = len(hub.workers) if hub is not None else 0
-    budget = None if store is None else TreeBudget() if hub is None else stages.budget(hub.processes)
+    hub = None
     try:
+        hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
+        stats.workers = len(hub.workers) if hub is not None else 0
+        budget = None if store is None else TreeBudget() if hub is None else stages.budget(hub.processes)
         progress.start("parsed", len(loaded))
         parse_failures += _lower_all(project, loaded, budget, hub, progress)
         if hub is not None:
@@ -166,8 +167,7 @@ def lint_sources(
         findings += program_findings
         result.errors += program_errors
     except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: no worker outlives the run
-        if hub is not None:
-            hub.abort()
+        shards.abort_open_hubs()  # (this run's hub, even one interrupted while it forked)
         raise
     finally:
         progress.finish()

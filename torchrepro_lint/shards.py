@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -126,10 +128,12 @@ class Hub:
         # a tree to check, and program to run the program rules on.
         self._next = {stage: context.Value("i", 0) for stage in ("file", "program", "check", "rules")}
         self.processes = processes
+        _OPEN.append(self)  # before any fork: an interrupt from here on finds its workers
         for shard in range(1, processes):
-            self.workers[shard] = _Worker.start(
-                context, shard, project, self.pending, known, stages, self._next, processes, [w.connection for w in self.workers.values()]
-            )
+            with _interrupts_held():  # a worker forked is a worker known: abort() will find it
+                self.workers[shard] = _Worker.start(
+                    context, shard, project, self.pending, known, stages, self._next, processes, [w.connection for w in self.workers.values()]
+                )
         # resolved path -> the shard that lowered it (questions about it go there)
         self.shard_of: dict[Path, int] = {}
         self.kept: set[Path] = set()  # modules whose tree a worker kept after lowering
@@ -408,6 +412,7 @@ class Hub:
         for worker in self.workers.values():
             worker.stop()
         self.workers.clear()
+        _forget(self)
 
     def abort(self) -> None:
         """The run was interrupted (Ctrl-C, SIGTERM): end every worker now, not after its work.
@@ -417,6 +422,37 @@ class Hub:
         for worker in self.workers.values():
             worker.terminate()
         self.workers.clear()
+        _forget(self)
+
+
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextmanager
+def _interrupts_held():
+    """Ctrl-C and SIGTERM wait (the kernel keeps them pending) until the block ends: one that
+    came between a fork and the hub's recording of the worker would leave that worker running
+    after the run. The forked worker inherits the mask and lifts it first thing (_work)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)
+
+
+# Hubs not closed yet. The engine aborts them all when a run is interrupted, which also covers
+# an interrupt that comes while a hub is still forking its workers (no hub was returned yet).
+_OPEN: list[Hub] = []
+
+
+def abort_open_hubs() -> None:
+    for hub in list(_OPEN):
+        hub.abort()
+
+
+def _forget(hub: Hub) -> None:
+    if hub in _OPEN:
+        _OPEN.remove(hub)
 
 
 class _Worker:
@@ -509,6 +545,7 @@ def _work(
     connection, shard: int, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int,
     main_ends: list,
 ) -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)  # held by the main process while it forked
     # The main process's ends of the pipes, inherited by the fork: closed, so that when the main
     # process dies this worker's reads end (EOF) and its writes fail, and it exits.
     for end in main_ends:

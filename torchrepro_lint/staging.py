@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -195,6 +196,17 @@ class LoweredStore:
 def _pool(jobs: int) -> ProcessPoolExecutor:
     # fork: workers inherit the project and program model instead of receiving them pickled
     return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """End a pool now. Its own shutdown waits for every file already handed out, which on a
+    large project is most of the run; Python 3.11 has no public way to stop its workers."""
+    processes = list((pool._processes or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join()
 
 
 def parallel_available() -> bool:
@@ -393,12 +405,17 @@ class ModuleChecker:
             return
         ordered = sorted(modules, key=lambda m: -len(m.source.text))
         _CHECKER = self
+        pool = _pool(jobs)
         try:
-            with _pool(jobs) as pool:
-                results = pool.map(_check_in_worker, [m.path for m in ordered], chunksize=1)
-                for module, (outcome, parses) in zip(ordered, results):
-                    PARSES[0] += parses
-                    yield module, outcome
+            results = pool.map(_check_in_worker, [m.path for m in ordered], chunksize=1)
+            for module, (outcome, parses) in zip(ordered, results):
+                PARSES[0] += parses
+                yield module, outcome
+        except BaseException:  # Ctrl-C, SIGTERM (cli.Terminated), or the consumer gave up
+            _stop(pool)
+            raise
+        else:
+            pool.shutdown()
         finally:
             _CHECKER = None
 
@@ -505,7 +522,15 @@ class ProgramChecker:
 
 def _check_in_worker(path):
     before = PARSES[0]
-    outcome = _CHECKER.check(_CHECKER.context.project.modules[path])
+    try:
+        outcome = _CHECKER.check(_CHECKER.context.project.modules[path])
+    except Exception:
+        raise
+    except BaseException:
+        # Ctrl-C or SIGTERM (cli.Terminated): the stack has unwound, so atomic cache writes
+        # cleaned up. Leave now: the pool would catch it as this file's result and wait for
+        # the next file.
+        os._exit(1)
     return outcome, PARSES[0] - before
 
 
