@@ -86,6 +86,16 @@ def _suppressed(code: str, codes: tuple[str, ...]) -> bool:
     return codes == ALL_CODES or any(code.startswith(c) for c in codes)
 
 
+def noqa_comment(line: str) -> tuple[re.Match, tuple[str, ...]] | None:
+    """The `# noqa[: CODES]` on a line, as read for suppression, and its codes (ALL_CODES if bare)."""
+    match = _NOQA.search(line)
+    return (match, _codes(match)) if match else None
+
+
+def suppresses(codes: tuple[str, ...], code: str) -> bool:
+    return _suppressed(code, codes)
+
+
 def parse_unvalidated(text: str) -> cst.Module:
     """`libcst.parse_module` without validating each node as it is built.
 
