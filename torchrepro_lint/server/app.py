@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from torchrepro_lint import __version__
@@ -32,13 +34,37 @@ LOG = logging.getLogger(__name__)
 WATCHED = ("**/*.py", "**/*.pyi", "**/pyproject.toml")
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls 2.1 logs a request whose params do not match the method's type and never answers
+    it, so the client waits forever: answer it with the JSON-RPC error instead."""
+
+    def structure_message(self, data):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as exc:
+            if isinstance(data, dict) and "method" in data and isinstance(data.get("id"), (int, str)):
+                error = types.ResponseError(code=exc.code, message=f"{exc.message} for {data['method']}")
+                self._send_response(data["id"], error=error)
+            raise
+
+
 class TorchReproServer(LanguageServer):
     def __init__(self, persistent: bool = True) -> None:
-        super().__init__("torchrepro-lint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "torchrepro-lint",
+            __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            protocol_cls=_Protocol,
+        )
         self.model = Workspace(persistent=persistent)
         self.uris: dict[Path, str] = {}  # open documents: resolved path -> the client's URI
         self.published: dict[str, list] = {}  # URI -> the diagnostics last published
         self._config_errors: set[str] = set()
+
+    def report_server_error(self, error: Exception, source) -> None:
+        if source is JsonRpcException:  # a malformed message: answered (see _Protocol) and logged
+            return
+        super().report_server_error(error, source)
 
     @property
     def encoding(self) -> str:
