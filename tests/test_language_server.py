@@ -343,3 +343,24 @@ def test_check_and_the_flake8_plugin_never_import_pygls():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.asyncio
+async def test_watched_files_pyproject_and_files_changed_outside_the_editor(client: LanguageClient, tmp_path: Path):
+    project = demo_project(tmp_path)
+    uri = open_file(client, project / "train.py")
+    await until(client, lambda: codes(client, uri) == ["TRP105", "TRP201", "TRP301"])
+    assert [r.method for r in client.registrations] == [types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("seed = 1234", 'seed = 1234\nignore = ["TRP3"]'))
+    changed = types.FileEvent(uri=pyproject.as_uri(), type=types.FileChangeType.Changed)
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[changed]))
+    await until(client, lambda: codes(client, uri) == ["TRP105", "TRP201"])
+
+    # utils.py (not open) loses its determinism claim on disk: no TRP201, and now TRP205 (seeded, not deterministic).
+    utils = project / "utils.py"
+    utils.write_text(utils.read_text().replace("torch.backends.cudnn.deterministic = True", "pass"))
+    changed = types.FileEvent(uri=utils.as_uri(), type=types.FileChangeType.Changed)
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[changed]))
+    await until(client, lambda: codes(client, uri) == ["TRP105", "TRP205"])

@@ -121,12 +121,12 @@ def noqa_edit(text: str, row: int, code: str) -> Edit | None:
 
 
 def _is_comment(text: str, row: int, column: int) -> bool:
-    """Whether a comment token starts at 1-based `row`, 0-based code point `column`."""
+    """Whether 1-based `row`, 0-based code point `column` is inside a comment."""
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.start[0] > row:
                 return False
-            if token.type == tokenize.COMMENT and token.start == (row, column):
+            if token.type == tokenize.COMMENT and token.start[0] == row and token.start[1] <= column < token.end[1]:
                 return True
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return False
