@@ -38,19 +38,17 @@ def main() -> int:
         client.request("initialize", {"processId": os.getpid(), "rootUri": project.as_uri(), "capabilities": {}})
         client.send({"method": "initialized", "params": {}})
         files = sorted(p for p in project.rglob("*.py"))
-        waiting = set()
-        for path in files:
-            uri = path.as_uri()
-            waiting.add(uri)
-            client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": path.read_text(encoding="utf-8")}}})
         published = {}
-        while waiting:
-            message = client.receive()
-            if message.get("method") == "textDocument/publishDiagnostics":
-                params = message["params"]
-                published[params["uri"]] = params["diagnostics"]
-                if params.get("version") == 1:
-                    waiting.discard(params["uri"])
+        for path in files:  # one at a time, reading as we go: pipes are not endless
+            uri = path.as_uri()
+            client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": path.read_text(encoding="utf-8")}}})
+            while True:
+                message = client.receive()
+                if message.get("method") == "textDocument/publishDiagnostics":
+                    params = message["params"]
+                    published[params["uri"]] = params["diagnostics"]
+                    if params["uri"] == uri:
+                        break
         # Every file has been opened; the last publish of each holds the final state.
         client.request("shutdown", None)
         client.send({"method": "exit", "params": None})

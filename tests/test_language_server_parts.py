@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,12 @@ def test_a_buffer_that_never_compiled_is_trp000_from_the_engine(tmp_path: Path):
     session = Workspace(tmp_path, persistent=False).open(path.resolve(), "def broken(:\n")
     (finding,) = session.analyse().findings[path.resolve()]
     assert (finding.code, finding.row) == ("TRP000", 1)
+
+
+def test_the_server_command_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
+    from torchrepro_lint import cli
+
+    monkeypatch.setitem(sys.modules, "pygls", None)  # as if pygls were not installed
+    monkeypatch.delitem(sys.modules, "torchrepro_lint.server.app", raising=False)
+    assert cli.main(["server"]) == cli.EXIT_ERROR
+    assert "pip install 'torchrepro-lint[server]'" in capsys.readouterr().err

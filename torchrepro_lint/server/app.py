@@ -32,6 +32,7 @@ from torchrepro_lint.server.session import ProjectSession, Workspace
 
 LOG = logging.getLogger(__name__)
 WATCHED = ("**/*.py", "**/*.pyi", "**/pyproject.toml")
+FREEZE_AFTER_PARSING = 20  # files parsed by one analysis
 
 
 class _Protocol(LanguageServerProtocol):
@@ -59,6 +60,7 @@ class TorchReproServer(LanguageServer):
         self.model = Workspace(persistent=persistent)
         self.uris: dict[Path, str] = {}  # open documents: resolved path -> the client's URI
         self.published: dict[str, list] = {}  # URI -> the diagnostics last published
+        self._converted: dict[str, tuple] = {}  # URI -> (text, findings, their diagnostics)
         self._config_errors: set[str] = set()
 
     def report_server_error(self, error: Exception, source) -> None:
@@ -86,6 +88,12 @@ class TorchReproServer(LanguageServer):
                 self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
             return
         self._config_errors.clear()
+        if analysis.statistics.parsed >= FREEZE_AFTER_PARSING:
+            # A (nearly) cold analysis leaves a large heap that lives as long as the server: move
+            # it out of the collector's way, or later collections walk it all again (the edits'
+            # slowest analyses took twice the median before this).
+            gc.collect()
+            gc.freeze()
         for error in analysis.errors:
             self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"torchrepro-lint: {error}"))
         for path, text in session.buffers.items():
@@ -93,8 +101,13 @@ class TorchReproServer(LanguageServer):
             if uri is None:
                 continue
             found = analysis.findings.get(path, [])
-            lines = physical_lines(text)
-            diagnostics = [diagnostic(f, lines, self.encoding, session.cwd, path) for f in found]
+            converted = self._converted.get(uri)
+            if converted is not None and converted[0] is text and converted[1] == found:
+                diagnostics = converted[2]  # most open files: same text, same findings
+            else:
+                lines = physical_lines(text)
+                diagnostics = [diagnostic(f, lines, self.encoding, session.cwd, path) for f in found]
+                self._converted[uri] = (text, found, diagnostics)
             if uri == edited or self.published.get(uri) != diagnostics:
                 self.published[uri] = diagnostics
                 version = self.workspace.get_text_document(uri).version
@@ -143,6 +156,7 @@ def build(persistent: bool = True) -> TorchReproServer:
         session = ls.model.close(path) if path is not None else None
         ls.uris.pop(path, None)
         ls.published.pop(uri, None)
+        ls._converted.pop(uri, None)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         if session is not None and session.buffers:  # the file on disk replaces the buffer
             ls.refresh(session)

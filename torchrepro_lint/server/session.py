@@ -69,6 +69,7 @@ class ProjectSession:
         self.standalone, self.persistent = standalone, persistent
         self.buffers: dict[Path, str] = {}  # open documents: resolved path -> text
         self._good: dict[Path, str] = {}  # open documents: the last text that compiled
+        self._bad: dict[Path, tuple] = {}  # open documents: (text, ParseFailure) of a text that did not
         self._texts: dict[Path, tuple] = {}  # files on disk: path -> (stat, text)
         self._config: tuple | None = None  # (pyproject stat, Config)
         self._listing = None
@@ -172,11 +173,16 @@ class ProjectSession:
     def _last_good(self, path: Path, display: Path, text: str, broken: dict) -> str:
         if path.suffix == ".ipynb":
             return text  # the engine checks each cell and leaves out those that fail
-        failure = compile_failure(display, text)
+        good = self._good.get(path)
+        if good == text:
+            return text  # compiled before: every open buffer is looked at in every analysis
+        bad = self._bad.get(path)
+        failure = bad[1] if bad is not None and bad[0] == text else compile_failure(display, text)
         if failure is None:
             self._good[path] = text
+            self._bad.pop(path, None)
             return text
-        good = self._good.get(path)
+        self._bad[path] = (text, failure)
         if good is None:
             return text  # never compiled: the engine reports it, and the project goes without it
         from torchrepro_lint.engine import parse_error_finding
@@ -187,6 +193,7 @@ class ProjectSession:
     def close(self, path: Path) -> None:
         self.buffers.pop(path, None)
         self._good.pop(path, None)
+        self._bad.pop(path, None)
 
 
 class Workspace:
