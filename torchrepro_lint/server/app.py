@@ -90,8 +90,7 @@ class TorchReproServer(LanguageServer):
         self._config_errors.clear()
         if analysis.statistics.parsed >= FREEZE_AFTER_PARSING:
             # A (nearly) cold analysis leaves a large heap that lives as long as the server: move
-            # it out of the collector's way, or later collections walk it all again (the edits'
-            # slowest analyses took twice the median before this).
+            # it out of the collector's way, or every later full collection walks it all again.
             gc.collect()
             gc.freeze()
         for error in analysis.errors:
