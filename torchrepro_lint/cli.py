@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", "-j", type=_jobs, help="processes for parsing and per-file rules (default: all cores)")
     check.add_argument("--statistics", action="store_true", help="print what the run parsed and reused, on stderr")
 
+    commands.add_parser("server", help="run the language server on stdin/stdout (needs the `server` extra)")
     commands.add_parser("rules", help="list every rule")
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code")
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args)
         if args.command == "catalog":
             return _show_catalog(args)
+        if args.command == "server":
+            return _serve()
         parser.print_help()
         return EXIT_ERROR
     except ConfigError as exc:
@@ -170,6 +173,19 @@ def _check(args: argparse.Namespace) -> int:
     if args.statistics:
         print(f"torchrepro-lint statistics: {json.dumps(dataclasses.asdict(statistics))}", file=sys.stderr)
     return _report(args, result, config)
+
+
+def _serve() -> int:
+    try:
+        from torchrepro_lint.server.app import main as serve
+    except ImportError as exc:
+        print(
+            f"torchrepro-lint: error: the language server needs the `server` extra ({exc}); "
+            "install it with: pip install 'torchrepro-lint[server]'",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    return serve()
 
 
 def default_jobs() -> int:

@@ -107,11 +107,11 @@ def lint_sources(
             result.errors.append(f"{path.as_posix()}: {exc}")
             continue
         except ParseFailure as exc:
-            parse_failures.append(_parse_error(path, exc))
+            parse_failures.append(parse_error_finding(path, exc))
             continue
         if isinstance(source, notebooks.NotebookSource):
             cell_maps[path.as_posix()] = source.cells
-            parse_failures.extend(_parse_error(path, failure) for failure in source.cells.broken)
+            parse_failures.extend(parse_error_finding(path, failure) for failure in source.cells.broken)
         loaded.append(source)
     stats.files = result.files_checked
 
@@ -206,7 +206,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
     if hub is not None:  # the order a one-process run adds them in (rules and programs iterate over it)
         ordered = (outcomes[source.path] for source in loaded)
         project.replace_modules({m.path: m for m in ordered if isinstance(m, ProjectModule)})
-    return [_parse_error(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]
+    return [parse_error_finding(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]
 
 
 def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stages) -> shards.Hub | None:
@@ -246,7 +246,7 @@ def load_source(path: Path, text: str | None) -> SourceFile:
     return SourceFile(path, text if text is not None else read_source(path))
 
 
-def _parse_error(path: Path, failure: ParseFailure) -> Finding:
+def parse_error_finding(path: Path, failure: ParseFailure) -> Finding:
     row, column = failure.row, failure.column
     return Finding(PARSE_ERROR, failure.message, Severity.ERROR, path.as_posix(), row, column, row, column)
 

@@ -76,10 +76,26 @@ class _ReleasedTrees:
 RELEASED = _ReleasedTrees()
 
 
+# Digests of whole texts, by text: a process that lints the same texts again and again (the
+# language server, once per edit) hashes each only once. Looking a text up costs its cached
+# hash and, for the same string object, an identity check. Cleared when full.
+_TEXT_DIGESTS: dict = {}
+_TEXT_DIGESTS_KEPT = 8192
+
+
+def _memo_digest(*parts) -> str:
+    found = _TEXT_DIGESTS.get(parts)
+    if found is None:
+        if len(_TEXT_DIGESTS) >= _TEXT_DIGESTS_KEPT:
+            _TEXT_DIGESTS.clear()
+        found = _TEXT_DIGESTS[parts] = digest(*parts)
+    return found
+
+
 def _file_key(source: SourceFile, package: str | None) -> str:
     # Helper settings are part of the configuration, which names the cache's namespace.
     path = source.path.resolve()
-    return digest(str(path), module_identity(path), package, source.text)
+    return _memo_digest(str(path), module_identity(path), package, source.text)
 
 
 class LoweredStore:
@@ -190,7 +206,7 @@ class LoweredStore:
     def text_digest(self, module: ProjectModule) -> str:
         found = self._text_digests.get(module.path)
         if found is None:
-            found = self._text_digests[module.path] = digest(module.source.text)
+            found = self._text_digests[module.path] = _memo_digest(module.source.text)
         return found
 
 def _pool(jobs: int) -> ProcessPoolExecutor:

@@ -45,6 +45,19 @@ def comment_edit(line: str, codes: list[str], row: int) -> Edit | None:
     )
 
 
+def edit_for_row(text: str, row: int, code: str) -> Edit | None:
+    """The comment that silences `code` on `row` of a Python `text` (the editor's "add noqa"
+    action), or None where it is silenced already or no comment can be added without changing
+    the code."""
+    line = _line(physical_lines(text), row)
+    if line is None or (row == 1 and line.startswith("#!")) or code in UNSUPPRESSIBLE:
+        return None
+    edit = comment_edit(line, [code], row)
+    if edit is None or _code_of(apply.edit_text(text, edit)) != _code_of(text):
+        return None
+    return edit
+
+
 def _line(text_lines: list[str], row: int) -> str | None:
     if not 1 <= row <= len(text_lines):
         return None

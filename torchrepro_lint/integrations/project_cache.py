@@ -188,7 +188,7 @@ class ProjectCache:
             listing = cached[1]
             if all(_mtime(d) == m for d, m in listing.dirs.items()):
                 return listing
-        listing = _walk(root, config)
+        listing = list_project(root, config)
         self._listings[root] = (config_key, listing)
         return listing
 
@@ -315,7 +315,7 @@ def _mtime(path: Path) -> int | None:
         return None
 
 
-def _walk(root: Path, config: Config) -> _Listing:
+def list_project(root: Path, config: Config) -> _Listing:
     """The files `discovery.discover([root], config)` finds, and the directories it walked."""
     dirs: dict[Path, int | None] = {}
     files: list[Path] = []

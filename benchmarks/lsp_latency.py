@@ -1,0 +1,158 @@
+"""How long `torchrepro-lint server` takes from a `textDocument/didChange` to the
+`textDocument/publishDiagnostics` of that version, after warm-up, and how much memory it holds.
+
+Standard library only; the server speaks JSON-RPC over its stdin/stdout as to an editor. The
+repository is copied (its .py files and pyproject.toml) to a temporary directory first, so the
+server's cache goes there and nothing is written to yours.
+
+    python benchmarks/lsp_latency.py /tmp/real/pytorch-image-models train.py timm/models/resnet.py
+
+For each file: open it, wait for its first diagnostics (the first analyses the whole project,
+cold), make `--warmup` edits, then `--edits` timed edits. An edit inserts a line at the end of
+the file (`--kind comment`: `# edit N`, the text changes but not the program; `--kind code`:
+`edit_N = N`, a new top-level assignment, so the module's IR changes and its programs re-run).
+Prints median and p90 in milliseconds per file, the server's peak RSS (VmHWM) and its RSS after
+the edits (VmRSS), and the load
+average before and after (the timings are wall-clock: a busy machine inflates them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+class Client:
+    def __init__(self, command: list[str], cwd: Path) -> None:
+        self.process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.next_id = 0
+
+    def send(self, message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def receive(self) -> dict:
+        length = None
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("the server closed its output")
+            if line == b"\r\n":
+                break
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        return json.loads(self.process.stdout.read(length))
+
+    def request(self, method: str, params) -> dict:
+        self.next_id += 1
+        self.send({"id": self.next_id, "method": method, "params": params})
+        while True:
+            message = self.receive()
+            if message.get("id") == self.next_id and "method" not in message:
+                return message
+
+    def wait_for_diagnostics(self, uri: str, version: int) -> list:
+        while True:
+            message = self.receive()
+            if message.get("method") == "textDocument/publishDiagnostics":
+                params = message["params"]
+                if params["uri"] == uri and params.get("version") == version:
+                    return params["diagnostics"]
+
+    def memory_mib(self, field: str) -> float:
+        """VmHWM (peak resident memory) or VmRSS (now) of the server process."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+
+def copy_project(source: Path, target: Path) -> None:
+    for path in source.rglob("*"):
+        relative = path.relative_to(source)
+        if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+            continue
+        if path.suffix == ".py" or path.name == "pyproject.toml":
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target / relative)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repository", type=Path)
+    parser.add_argument("files", nargs="+", help="files to edit, relative to the repository")
+    parser.add_argument("--edits", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--kind", choices=("comment", "code"), default="comment")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    results = {"load_before": load_before, "files": {}}
+    with tempfile.TemporaryDirectory(prefix="trl-lsp-bench-") as temporary:
+        project = Path(temporary) / args.repository.name
+        copy_project(args.repository.resolve(), project)
+        client = Client([sys.executable, "-m", "torchrepro_lint", "server"], project)
+        client.request("initialize", {"processId": os.getpid(), "rootUri": project.as_uri(), "capabilities": {}})
+        client.send({"method": "initialized", "params": {}})
+        for name in args.files:
+            path = project / name
+            uri = path.as_uri()
+            text = path.read_text(encoding="utf-8")
+            started = time.perf_counter()
+            client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+            client.wait_for_diagnostics(uri, 1)
+            opened = time.perf_counter() - started
+            line = len(text.split("\n")) - 1
+            timings = []
+            for number in range(args.warmup + args.edits):
+                version = number + 2
+                inserted = f"# edit {number}\n" if args.kind == "comment" else f"edit_{number} = {number}\n"
+                change = {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": inserted}
+                started = time.perf_counter()
+                client.send({"method": "textDocument/didChange", "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
+                client.wait_for_diagnostics(uri, version)
+                elapsed = (time.perf_counter() - started) * 1000
+                line += 1
+                if number >= args.warmup:
+                    timings.append(elapsed)
+            figures = {
+                "open_s": round(opened, 2),
+                "edits": len(timings),
+                "median_ms": round(statistics.median(timings), 1),
+                "p90_ms": round(percentile(timings, 0.9), 1),
+                "min_ms": round(min(timings), 1),
+                "max_ms": round(max(timings), 1),
+            }
+            results["files"][name] = figures
+            print(f"{name}: first diagnostics {figures['open_s']} s; {args.kind} edits: median {figures['median_ms']} ms, "
+                  f"p90 {figures['p90_ms']} ms (min {figures['min_ms']}, max {figures['max_ms']}, n={len(timings)})")  # fmt: skip
+        results["peak_rss_mib"] = round(client.memory_mib("VmHWM"), 1)
+        results["rss_after_edits_mib"] = round(client.memory_mib("VmRSS"), 1)
+        client.request("shutdown", None)
+        client.send({"method": "exit", "params": None})
+        client.process.wait()
+    results["load_after"] = os.getloadavg()
+    print(f"server peak RSS: {results['peak_rss_mib']} MiB (the first, cold analysis), after the edits: "
+          f"{results['rss_after_edits_mib']} MiB; load average before {load_before}, after {results['load_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The language server's cache: the CLI cache's entries (IR, per-file and program results,
+summaries) kept as live objects in memory between requests, read through from the on-disk cache.
+
+An edit re-runs the engine over the whole project, and every stage takes what it can from here,
+exactly as `torchrepro-lint check` takes it from `.torchrepro_lint_cache/`: only the edited
+buffer is parsed again, and only the results that read it are recomputed. Values are shared,
+never copied: the engine treats what a cache gives back as read-only (IR is frozen dataclasses).
+
+Memory stays bounded: after each run, only the entries the last two runs used are kept (the
+previous run's too, so that undoing an edit is still cheap). Entries are written through to the
+disk cache only while no unsaved buffer took part in the run, so an editor's keystrokes never
+fill the project's cache directory with versions that were never saved.
+"""
+
+from __future__ import annotations
+
+
+class MemoryCache:
+    """The interface of cache.Cache (get, put, usable, warning), in memory."""
+
+    usable = True
+
+    def __init__(self, disk=None) -> None:
+        self.disk = disk if disk is not None and disk.usable else None
+        self.persist = False  # write through to `disk` (set per run by the session)
+        self._entries: dict[tuple[str, str], object] = {}
+        self._used: set[tuple[str, str]] = set()  # this run's keys
+        self._used_before: set[tuple[str, str]] = set()  # the previous run's
+        self.disk_reads = 0  # entries found on disk (for tests and statistics)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, kind: str, key: str, load=None):
+        entry = (kind, key)
+        found = self._entries.get(entry)
+        if found is None and self.disk is not None:
+            found = self.disk.get(kind, key)
+            if found is not None:
+                self.disk_reads += 1
+                self._entries[entry] = found
+        if found is not None:
+            self._used.add(entry)
+        return found
+
+    def put(self, kind: str, key: str, value, dump=None) -> None:
+        entry = (kind, key)
+        self._entries[entry] = value
+        self._used.add(entry)
+        if self.persist and self.disk is not None:
+            self.disk.put(kind, key, value)
+
+    def warning(self, message: str) -> None:
+        if self.disk is not None:
+            self.disk.warning(message)
+
+    def end_run(self) -> None:
+        """Forget what neither this run nor the one before used."""
+        keep = self._used | self._used_before
+        if len(keep) != len(self._entries):
+            self._entries = {entry: value for entry, value in self._entries.items() if entry in keep}
+        self._used_before, self._used = self._used, set()
