@@ -62,10 +62,14 @@ def test_no_noqa_edit_where_the_code_is_already_suppressed(line):
     assert noqa_edit(f"{line}\n", 1, "TRP201") is None
 
 
-def test_no_noqa_edit_inside_a_string():
+def test_a_noqa_edit_inside_a_string_goes_where_the_string_ends():
     text = 'doc = """first\nsecond\n"""\n'
-    assert noqa_edit(text, 1, "TRP201") is None
-    assert noqa_edit(text, 2, "TRP201") is None
+    for row in (1, 2, 3):
+        assert edit_text(text, noqa_edit(text, row, "TRP201")) == 'doc = """first\nsecond\n"""  # noqa: TRP201\n'
+
+
+def test_no_noqa_edit_after_a_backslash():
+    assert noqa_edit("y = 1 + \\\n    2\n", 1, "TRP201") is None
 
 
 def test_fix_all_is_none_without_safe_fixes():

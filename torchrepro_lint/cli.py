@@ -326,7 +326,7 @@ def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> in
         why = (
             "code that does not parse is not linted, so no noqa can silence this; fix it or exclude the file"
             if finding.code in UNSUPPRESSIBLE
-            else "no noqa comment can go on this line (it ends inside a string, continues with a backslash, or is a shebang)"
+            else "no noqa comment can go on this line (a comment there would change the code: after a backslash continuation, or a shebang)"
         )
         print(f"torchrepro-lint: warning: {finding.location}: {finding.code}: {why}; still reported", file=sys.stderr)
     if not args.quiet:

@@ -99,6 +99,32 @@ def suppresses(code: str, codes: tuple[str, ...]) -> bool:
     return codes == ALL_CODES or any(code.startswith(c) for c in codes)
 
 
+def string_last_rows(text: str) -> dict[int, int]:
+    """Row -> the last row of the multi-line string that row is part of (all rows but the last).
+
+    A comment cannot go on a line that ends inside a string, so a noqa for a finding there is
+    read on the string's last line, as flake8 reads it."""
+    last_rows: dict[int, int] = {}
+    opened: list[int] = []  # f-strings are tokenized in pieces from Python 3.12
+    fstring_start, fstring_end = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == fstring_start:
+                opened.append(token.start[0])
+                continue
+            if token.type == tokenize.STRING:
+                first = token.start[0]
+            elif token.type == fstring_end and opened:
+                first = opened.pop()
+            else:
+                continue
+            for row in range(first, token.end[0]):
+                last_rows[row] = token.end[0]
+    except (tokenize.TokenError, SyntaxError):
+        pass  # code that does not tokenize: the rows read so far
+    return last_rows
+
+
 def parse_unvalidated(text: str) -> cst.Module:
     """`libcst.parse_module` without validating each node as it is built.
 
@@ -191,14 +217,20 @@ class SourceFile:
         return self._spans.span(node)
 
     def is_suppressed(self, code: str, row: int) -> bool:
-        """`# noqa[: CODES]` on the reported line, or `# torchrepro-lint: noqa[: CODES]` anywhere."""
+        """`# noqa[: CODES]` on the reported line (or, for a line inside a multi-line string, on the
+        string's last line), or `# torchrepro-lint: noqa[: CODES]` anywhere."""
         if "noqa" not in self.text:
             return False
         for match in _FILE_NOQA.finditer(self.text):
             if suppresses(code, noqa_codes(match)):
                 return True
-        if 1 <= row <= len(self.lines):
-            match = NOQA_COMMENT.search(self.lines[row - 1])
-            if match and suppresses(code, noqa_codes(match)):
-                return True
+        for noqa_row in (row, self._string_last_rows.get(row)):
+            if noqa_row is not None and 1 <= noqa_row <= len(self.lines):
+                match = NOQA_COMMENT.search(self.lines[noqa_row - 1])
+                if match and suppresses(code, noqa_codes(match)):
+                    return True
         return False
+
+    @cached_property
+    def _string_last_rows(self) -> dict[int, int]:
+        return string_last_rows(self.text)

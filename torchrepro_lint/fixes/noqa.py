@@ -1,8 +1,9 @@
 """`check --add-noqa`: a `# noqa: CODES` comment on every reported line, written where the
-linter reads it (SourceFile.is_suppressed: the finding's row, a physical line), so the next
-run reports nothing. Each comment is an Edit applied by the fix machinery, in
-Python files and notebook cells alike; an edit that would change the code (a line that ends
-inside a string, or continues with a backslash) is left out and reported instead."""
+linter reads it (SourceFile.is_suppressed: the finding's row, a physical line, or the last
+line of the multi-line string that row is in), so the next run reports nothing. Each comment
+is an Edit applied by the fix machinery, in Python files and notebook cells alike; an edit
+that would change the code (a line that continues with a backslash) is left out and reported
+instead."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Edit, Finding, Fix
 from torchrepro_lint.fixes import apply
-from torchrepro_lint.source import ALL_CODES, NOQA_COMMENT, noqa_codes, physical_lines, suppresses
+from torchrepro_lint.source import ALL_CODES, NOQA_COMMENT, noqa_codes, physical_lines, string_last_rows, suppresses
 
 UNSUPPRESSIBLE = frozenset({"TRP000"})  # a file that does not parse is not linted: no noqa reaches it
 
@@ -49,6 +50,7 @@ def edit_for_row(text: str, row: int, code: str) -> Edit | None:
     """The comment that silences `code` on `row` of a Python `text` (the editor's "add noqa"
     action), or None where it is silenced already or no comment can be added without changing
     the code."""
+    row = string_last_rows(text).get(row, row)
     line = _line(physical_lines(text), row)
     if line is None or (row == 1 and line.startswith("#!")) or code in UNSUPPRESSIBLE:
         return None
@@ -74,15 +76,19 @@ def _code_of(text: str) -> str | None:
 
 
 def _plan(text: str, findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
-    """(one carrier finding per row whose fix is that row's comment, findings left out)."""
+    """(one carrier finding per comment row, whose fix is that row's comment; findings left out).
+
+    A finding's comment goes on its row, or on the last row of the multi-line string its row
+    is part of: where SourceFile.is_suppressed reads it. The carrier has the comment's row."""
     lines = physical_lines(text)
+    last_rows = string_last_rows(text) if "\n" in text else {}
     by_row: dict[int, list[Finding]] = {}
     left = []
     for finding in findings:
         if finding.code in UNSUPPRESSIBLE or _line(lines, finding.row) is None:
             left.append(finding)
         else:
-            by_row.setdefault(finding.row, []).append(finding)
+            by_row.setdefault(last_rows.get(finding.row, finding.row), []).append(finding)
     carriers = []
     for row, group in sorted(by_row.items()):
         line = _line(lines, row)
@@ -92,7 +98,7 @@ def _plan(text: str, findings: list[Finding]) -> tuple[list[Finding], list[Findi
         edit = comment_edit(line, [f.code for f in group], row)
         if edit is not None:
             fix = Fix("safe", "add noqa", (edit,), cell=group[0].cell)
-            carriers.append(replace(group[0], fix=fix, code="+".join(sorted({f.code for f in group}))))
+            carriers.append(replace(group[0], fix=fix, row=row, code="+".join(sorted({f.code for f in group}))))
     return carriers, left
 
 
@@ -105,14 +111,18 @@ def _applied(text: str, carriers: list[Finding], keeps_code) -> tuple[str, list[
     return apply.apply_fixes(text, carriers, accept=keeps_code)
 
 
-def _outcome(findings: list[Finding], carriers: list[Finding], done: list[Finding], left: list[Finding], text: str):
+def _outcome(findings: list[Finding], carriers: list[Finding], done: list[Finding], left: list[Finding], texts):
+    """Which findings a comment now silences; `texts(cell)` is the text the finding's rows count in."""
     done_rows = {(c.cell, c.row) for c in done}
-    outcome = NoqaOutcome(text, left=list(left))
+    outcome = NoqaOutcome("", left=list(left))
     planned_rows = {(c.cell, c.row) for c in carriers}
+    last_rows = {}
     for finding in findings:
         if finding in left:
             continue
-        key = (finding.cell, finding.row)
+        if finding.cell not in last_rows:
+            last_rows[finding.cell] = string_last_rows(texts(finding.cell))
+        key = (finding.cell, last_rows[finding.cell].get(finding.row, finding.row))
         if key in done_rows:
             outcome.added.append(finding)
         elif key in planned_rows:
@@ -127,7 +137,7 @@ def add_to_text(text: str, findings: list[Finding]) -> NoqaOutcome:
         return NoqaOutcome(text, left=left)
     original = _code_of(text)
     new, done = _applied(text, carriers, lambda candidate: _code_of(candidate) == original)
-    return _outcome(findings, carriers, done, left, new)
+    return replace(_outcome(findings, carriers, done, left, lambda cell: text), text=new)
 
 
 def add_to_notebook(text: str, findings: list[Finding]) -> NoqaOutcome:
@@ -152,7 +162,7 @@ def add_to_notebook(text: str, findings: list[Finding]) -> NoqaOutcome:
         return _code_of(notebooks.mask(after)[0]) == _code_of(notebooks.mask(before)[0])
 
     new, done = notebooks.apply_fixes(text, carriers, keep=keeps_code)
-    return _outcome(findings, carriers, done, left, new)
+    return replace(_outcome(findings, carriers, done, left, sources.__getitem__), text=new)
 
 
 def add_noqa(path: Path, text: str, findings: list[Finding]) -> NoqaOutcome:
