@@ -81,7 +81,11 @@ def test_the_deadline_grows_with_the_work_a_worker_holds(monkeypatch):
 # Run as the console script does (cli.run: its SIGTERM handler, os._exit), with a worker that
 # announces itself and then blocks while lowering, so that the signal surely comes mid-run.
 INTERRUPTED = """
-import os, sys, threading
+import os, signal, sys, threading
+# As an interactive shell starts a command: Ctrl-C raises KeyboardInterrupt. A process started
+# in the background of a non-interactive shell (`cmd &`, CI runners, nohup) inherits SIGINT
+# ignored, and so would this one: the test would then wait for an exit that never comes.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from torchrepro_lint import shards
 
 main_process = os.getpid()
