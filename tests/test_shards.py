@@ -167,6 +167,11 @@ def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
     check, share = staging.ProgramChecker.check, shards.Hub.share_program_rules
 
     def sharing(hub, *args):
+        # Called before the workers are told to check (so none of this run has begun a program):
+        # a word still in the pipe is from an earlier run's workers, and would let the main
+        # process start at once (it made this test fail 1 run in 20 when run twice in a row).
+        while started.poll():
+            started.recv()
         hubs.append(hub)
         return share(hub, *args)
 
