@@ -16,7 +16,8 @@ Both run `python -m torchrepro_lint check --select ALL --no-cache --output-forma
 from the root of each repository checkout (--repos; default: every directory under /tmp/real), so
 paths are relative to that root. Findings are compared as (code, path, row, message) with the
 checkout's absolute root removed from messages; a finding present on both sides, even if it moved,
-is neither added nor removed only when all four match. Output is sorted, so two runs over the same
+is neither added nor removed only when all four match; each repository's line also says whether
+the two JSON reports are byte-identical (columns, fixes and all: the check for a refactor). Output is sorted, so two runs over the same
 code print the same report. Nothing is written to the checkouts (no cache). --json OUT keeps it all.
 """
 
@@ -58,6 +59,7 @@ class RepoDiff:
     base_count: int = 0
     head_count: int = 0
     error: str | None = None
+    identical: bool | None = None  # both sides printed the same bytes (columns, fixes and all)
 
 
 # -- the comparison (pure: what the tests cover) -------------------------------------------------
@@ -99,8 +101,9 @@ def render(diffs: list[RepoDiff], base_label: str, head_label: str) -> str:
         if diff.error:
             lines.append(f"{diff.name}: ERROR {diff.error}")
             continue
+        same = {True: ", output byte-identical", False: ", output differs", None: ""}[diff.identical]
         lines.append(f"{diff.name}: +{len(diff.added)} -{len(diff.removed)} "
-                     f"(base {diff.base_count} findings, head {diff.head_count})")
+                     f"(base {diff.base_count} findings, head {diff.head_count}{same})")
         for sign, keys in (("+", diff.added), ("-", diff.removed)):
             for code, path, row, message in keys:
                 lines.append(f"  {sign} {code} {path}:{row} {message}")
@@ -109,6 +112,8 @@ def render(diffs: list[RepoDiff], base_label: str, head_label: str) -> str:
     lines += ["", f"total: +{sum(len(d.added) for d in ok)} -{sum(len(d.removed) for d in ok)} "
                   f"in {len(changed)} of {len(ok)} repositories"
                   f" (base {sum(d.base_count for d in ok)} findings, head {sum(d.head_count for d in ok)})"]
+    if ok and all(d.identical is not None for d in ok):
+        lines.append(f"byte-identical output: {sum(bool(d.identical) for d in ok)} of {len(ok)} repositories")
     errors = [d.name for d in diffs if d.error]
     if errors:
         lines.append(f"errors: {', '.join(errors)}")
@@ -131,7 +136,8 @@ def export_ref(ref: str, into: Path) -> Path:
     return target
 
 
-def run_linter(linter: Linter, repo: Path, jobs: int | None) -> list[dict]:
+def run_linter(linter: Linter, repo: Path, jobs: int | None) -> str:
+    """The JSON report the linter printed, as text (for the byte-identical comparison)."""
     env = dict(os.environ)
     if linter.source is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(linter.source), env.get("PYTHONPATH")]))
@@ -140,7 +146,7 @@ def run_linter(linter: Linter, repo: Path, jobs: int | None) -> list[dict]:
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-3:]
         raise RuntimeError(f"{linter.label} exited {proc.returncode}: {' | '.join(tail)}")
-    return json.loads(proc.stdout)
+    return proc.stdout
 
 
 def display_name(repo: Path) -> str:
@@ -154,13 +160,15 @@ def display_name(repo: Path) -> str:
 def compare_repo(base: Linter, head: Linter, repo: Path, jobs: int | None) -> RepoDiff:
     diff = RepoDiff(display_name(repo))
     try:
-        before = normalise(run_linter(base, repo, jobs), repo)
-        after = normalise(run_linter(head, repo, jobs), repo)
+        before_text, after_text = run_linter(base, repo, jobs), run_linter(head, repo, jobs)
+        before = normalise(json.loads(before_text), repo)
+        after = normalise(json.loads(after_text), repo)
     except (RuntimeError, json.JSONDecodeError) as error:
         diff.error = str(error)
         return diff
     diff.added, diff.removed = diff_findings(before, after)
     diff.base_count, diff.head_count = len(before), len(after)
+    diff.identical = before_text == after_text
     return diff
 
 
@@ -208,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "base": base.label, "head": head.label,
             "repos": [{"name": d.name, "error": d.error, "base_count": d.base_count, "head_count": d.head_count,
+                       "identical": d.identical,
                        "added": [list(k) for k in d.added], "removed": [list(k) for k in d.removed]} for d in diffs],
         }, indent=2) + "\n")
     return 1 if any(d.error for d in diffs) else 0

@@ -65,3 +65,12 @@ def test_report_is_the_same_whatever_order_the_runs_listed_findings_in():
     assert "broken: ERROR base exited 2: boom" in lines
     assert "total: +2 -3 in 1 of 1 repositories (base 3 findings, head 2)" in lines
     assert lines[-1] == "errors: broken"
+
+
+def test_report_says_whether_the_outputs_were_byte_identical():
+    same = ecosystem.RepoDiff("same", base_count=2, head_count=2, identical=True)
+    moved = ecosystem.RepoDiff("moved", base_count=2, head_count=2, identical=False)  # e.g. a column changed
+    lines = ecosystem.render([same, moved], "main", "working tree").splitlines()
+    assert "same: +0 -0 (base 2 findings, head 2, output byte-identical)" in lines
+    assert "moved: +0 -0 (base 2 findings, head 2, output differs)" in lines
+    assert "byte-identical output: 1 of 2 repositories" in lines

@@ -414,7 +414,7 @@ class Lowering:
     def helper_effects(self, site: CallSite, helper: Helper, out: list[ir.Stmt]) -> None:
         node = site.node
         ref = self.ref(node)
-        detail = self.seed_detail(node)
+        detail = (helper.seed_text, ()) if helper.seed_text else self.seed_detail(node)
         kinds = {"torch": Kind.SEED_TORCH, "random": Kind.SEED_RANDOM, "numpy": Kind.SEED_NUMPY}
         for rng in helper.seeds:
             out.append(ir.Effect(kinds[rng], ref, ir.TRUE, detail))
@@ -456,7 +456,7 @@ class Lowering:
                 return False
             if isinstance(ancestor, cst.Call):
                 q = self.index.resolve(ancestor.func, node)
-                if q in SEED_CALLS or q in self.helpers:
+                if q in SEED_CALLS or (q in self.helpers and self.helpers[q].seed_text is None):
                     return True
         return False
 
@@ -703,14 +703,23 @@ def _element(value: cst.BaseExpression, position: int, size: int) -> cst.BaseExp
     return None
 
 
+# Task heads that fine-tuning adds for the user's own labels: missing from a base checkpoint, so
+# initialised randomly. Generation heads (CausalLM, MaskedLM, Seq2SeqLM, ConditionalGeneration,
+# ImageTextToText, ...) are part of the checkpoint they are loaded from.
+_NEW_HEAD_TASKS = ("Classification", "MultipleChoice", "QuestionAnswering", "Segmentation", "ObjectDetection", "CTC", "XVector")
+
+
 def _adds_task_head(func: cst.Attribute) -> bool:
     """`AutoModelForSequenceClassification.from_pretrained(...)`: a task head (transformers names
-    them `...For<Task>`) missing from the checkpoint is initialised randomly. A pretrained VAE,
-    UNet, text encoder, tokenizer or scheduler loads everything it has: its weights outlive no
-    draw (and a missing weight is an error), so it draws nothing."""
+    them `...For<Task>`) for the user's labels is initialised randomly. A language-model head,
+    a pretrained VAE, UNet, text encoder, tokenizer or scheduler loads everything it has: its
+    weights outlive no draw (and a missing weight is an error), so it draws nothing."""
     receiver = func.value
     name = receiver.attr.value if isinstance(receiver, cst.Attribute) else getattr(receiver, "value", "")
-    return isinstance(name, str) and "For" in name
+    if not isinstance(name, str) or "For" not in name:
+        return False
+    task = name.split("For", 1)[1]
+    return any(head in task for head in _NEW_HEAD_TASKS)
 
 
 def _loads_pretrained(call: cst.Call) -> bool:

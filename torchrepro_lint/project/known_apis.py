@@ -149,9 +149,23 @@ class Helper:
     resets_benchmark: bool = False  # sets cudnn.benchmark = False when it claims determinism
     seed_param: str = "seed"
     random_when_seed_none: bool = False  # seed=None means "draw a random seed"
+    seed_text: str | None = None  # where the seed comes from when no argument is the seed (a trainer's)
 
 
 _LIGHTNING = Helper()
+# Hugging Face's Trainer seeds in its constructor, before anything else: `set_seed(args.seed)`
+# (random, NumPy, torch, every device), or `enable_full_determinism(args.seed)` when the
+# arguments ask for it (modelled where TrainingArguments(full_determinism=...) is built).
+# `args.seed` defaults to 42. TRL's trainers are Trainer subclasses whose __init__ calls it.
+TRAINER_SEED = "<trainer: args.seed>"  # not code text: seeds passed as `args.seed` are common
+_HF_TRAINER = Helper(seed_text=TRAINER_SEED)
+HF_TRAINERS = (
+    "transformers.Trainer",
+    "transformers.trainer.Trainer",
+    "transformers.Seq2SeqTrainer",
+    "transformers.trainer_seq2seq.Seq2SeqTrainer",
+    *(f"trl.{name}" for name in ("SFTTrainer", "DPOTrainer", "GRPOTrainer", "RewardTrainer", "KTOTrainer", "RLOOTrainer")),
+)
 KNOWN_HELPERS: dict[str, Helper] = {
     "lightning.seed_everything": _LIGHTNING,
     "lightning.pytorch.seed_everything": _LIGHTNING,
@@ -190,4 +204,5 @@ KNOWN_HELPERS: dict[str, Helper] = {
         claims_when="deterministic", claim_position=1, enables_det_mode=True, warn_only=True, sets_cublas=True
     ),
     "keras.utils.set_random_seed": Helper(),
+    **{trainer: _HF_TRAINER for trainer in HF_TRAINERS},
 }

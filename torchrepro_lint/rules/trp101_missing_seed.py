@@ -115,6 +115,17 @@ if __name__ == "__main__":
             "Seeded through a framework helper",
         ),
         Example(
+            '''from torchvision import transforms
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+if __name__ == "__main__":
+    augment = transforms.RandomHorizontalFlip()
+    model = AutoModelForCausalLM.from_pretrained("org/small-lm")
+    Trainer(model=model, args=TrainingArguments(output_dir="out")).train()
+''',
+            "Hugging Face's Trainer seeds as it is built (`args.seed`, 42 by default)",
+        ),
+        Example(
             '''import torch
 import torch.nn as nn
 

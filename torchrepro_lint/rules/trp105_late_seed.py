@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.context import describe
+from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -19,13 +20,22 @@ class LateSeed(Rule):
         "when seeding happens in another module). Constructing a DataLoader, a sampler or an "
         "optimizer draws nothing yet. Loading a checkpoint over a freshly built model makes its "
         "random init irrelevant. A draw matters only when what it drew outlives the seed: "
-        "`from_pretrained` of a transformers task model (`...For<Task>`, e.g. "
-        "`AutoModelForSequenceClassification`) counts, since a head missing from the checkpoint is "
-        "initialised randomly; a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
+        "`from_pretrained` of a transformers task model whose head is made for the user's labels "
+        "(`...For<Task>` with a classification, multiple-choice, question-answering, segmentation, "
+        "detection, CTC or x-vector task, e.g. `AutoModelForSequenceClassification`) counts, since "
+        "that head is missing from a base checkpoint and initialised randomly; a generation head "
+        "(`AutoModelForCausalLM`, `...MaskedLM`, `...Seq2SeqLM`, `...ConditionalGeneration`) comes "
+        "with its checkpoint, and a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
         "(`AutoencoderKL.from_pretrained`) loads everything it has and draws nothing. Module-level "
         "code of an imported module inside `try:` under an environment condition (`if "
         "os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an import-time "
-        "probe: neither a draw nor CUDA evidence. Files quoted in messages are shown relative to "
+        "probe: neither a draw nor CUDA evidence. Hugging Face's `Trainer` (and `Seq2SeqTrainer`, "
+        "TRL's `SFTTrainer`, `DPOTrainer`, `GRPOTrainer`, `RewardTrainer`, `KTOTrainer`, "
+        "`RLOOTrainer`, which call its constructor) seeds torch, NumPy and `random` with "
+        "`args.seed` as it is built (read in its `__init__`): a model built before it was drawn "
+        "unseeded; the message says so and suggests `set_seed` first or `model_init=`. Not yet "
+        "modelled: a project's own subclass of `Trainer`, and PEFT's `get_peft_model`, whose LoRA "
+        "matrices are drawn at random unless `init_lora_weights` picks a deterministic init. Files quoted in messages are shown relative to "
         "the working directory, like the findings' own paths."
     )
     hazards = (
@@ -69,6 +79,17 @@ if __name__ == "__main__":
     set_seed(42)  # <-- TRP105
 ''',
             "A pretrained model's new head is initialised before the seed",
+        ),
+        Example(
+            '''import torch.nn as nn
+from transformers import Trainer, TrainingArguments
+
+if __name__ == "__main__":
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 2))
+    trainer = Trainer(model=model, args=TrainingArguments(output_dir="out", seed=7))  # <-- TRP105
+    trainer.train()
+''',
+            "Hugging Face's Trainer seeds as it is built: after the model it is given",
         ),
     )
     traps = (
@@ -116,15 +137,34 @@ if __name__ == "__main__":
 ''',
             "A pretrained part that loads every weight draws nothing",
         ),
+        Example(
+            '''from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+if __name__ == "__main__":
+    model = AutoModelForCausalLM.from_pretrained("org/small-lm")
+    trainer = Trainer(model=model, args=TrainingArguments(output_dir="out"))
+    trainer.train()
+''',
+            "A language model's head comes with its checkpoint: nothing drawn before the trainer's seed",
+        ),
     )
 
     def check_programs(self, context):
         for program in context.programs:
+            by_trainer = {o.anchor for o in program.facts.of(Kind.SEED_TORCH) if o.detail[:1] == (TRAINER_SEED,)}
             for (module, ref), consumed in program.facts.late_seeds.items():
+                if (module, ref) in by_trainer:
+                    seeded, advice = (
+                        "torch is seeded here (the trainer calls `set_seed(args.seed)` as it is built)",
+                        "seed before it (`transformers.set_seed(args.seed)` first), or pass `model_init=` "
+                        "so that the trainer builds the model after its seed",
+                    )
+                else:
+                    seeded, advice = "torch is seeded here", "seed before it"
                 yield context.report(
                     self,
                     module,
                     ref,
-                    f"torch is seeded here, after {describe(consumed.site)} already drew from the unseeded "
-                    "generator: that draw (initial weights, say) changes every run; seed before it",
+                    f"{seeded}, after {describe(consumed.site)} already drew from the unseeded "
+                    f"generator: that draw (initial weights, say) changes every run; {advice}",
                 )

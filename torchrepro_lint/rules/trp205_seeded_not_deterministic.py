@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.context import describe
-from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
 from torchrepro_lint.project.programs import CLAIMS, main_path_seeds
 from torchrepro_lint.rules.trp202_cudnn_only_determinism import enable_deterministic_mode
 from torchrepro_lint.rules.base import Example, Rule
@@ -46,7 +46,9 @@ class SeededNotDeterministic(Rule):
         "variable and benchmark off) claim determinism, as does `TrainingArguments("
         "full_determinism=True)`; accelerate's `set_seed(seed, device_specific, deterministic)` "
         "likewise. `accelerate.Accelerator()` and Hugging Face's `Trainer` use a GPU only when one "
-        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence."
+        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence. The seed a `Trainer` sets by itself as it "
+        "is built (`args.seed`, 42 unless given) does not make a program 'seeded' here: "
+        "only a seeding call the program makes shows that its author counts on repeatable runs."
     )
     hazards = (
         Example(
@@ -146,12 +148,25 @@ if __name__ == "__main__":
 ''',
             "Only asking about the accelerator; CPU autocast",
         ),
+        Example(
+            '''import torch.nn as nn
+from transformers import Trainer, TrainingArguments
+
+if __name__ == "__main__":
+    model = nn.Linear(8, 2).cuda()
+    trainer = Trainer(model=model, args=TrainingArguments(output_dir="out"))
+    trainer.train()
+''',
+            "Only Hugging Face's Trainer seeds (its default `args.seed`): no seed the program asked for",
+        ),
     )
 
     def check_programs(self, context):
         for program in context.programs:
             facts = program.facts
-            seeds = main_path_seeds(facts)
+            # A trainer's own seed (Hugging Face's, with its default `args.seed`) is no sign that
+            # the author counts on repeating runs: only a seed the program asks for is.
+            seeds = [seed for seed in main_path_seeds(facts) if seed.detail[:1] != (TRAINER_SEED,)]
             cuda = facts.of(Kind.CUDA)
             if not seeds or not cuda or facts.has(*CLAIMS):
                 continue
