@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchrepro_lint.analysis.dataflow import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
-from torchrepro_lint.analysis.op_matching import GradContext, module_level_function, named
+from torchrepro_lint.analysis.op_matching.gradients import GradContext, module_level_function
 from torchrepro_lint.project.summaries import summary, summary_kind
 
 # Name loads that are not uses: definitions, imports, parameters, assignment targets, keywords.
@@ -58,6 +59,16 @@ def uses_in(index: ModuleIndex, path: str, name: str) -> tuple[Use, ...]:
             )
         )
     return tuple(out)
+
+
+def named(index: ModuleIndex, name: str) -> list[cst.CSTNode]:
+    """The Name nodes `name` and the Attribute nodes `<expr>.name` of the module, together in
+    source order."""
+    fl = flow(index)
+    names, attributes = fl.names_called(name), fl.attribute_names.get(name, ())
+    if not attributes or not names:
+        return list(names or attributes)
+    return sorted([*names, *attributes], key=fl.pos)
 
 
 def class_path(index: ModuleIndex, klass: cst.ClassDef) -> str:

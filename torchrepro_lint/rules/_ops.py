@@ -1,13 +1,13 @@
 """Shared by TRP401 and TRP402: the op matches of a module, program status, and message text.
 
-Matching is ``analysis.op_matching.ops_in``; this module only decides what the messages say.
+Matching is ``analysis.op_matching.matcher.ops_in``; this module only decides what the messages say.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchrepro_lint.analysis.op_matching import OpMatch, ops_in
+from torchrepro_lint.analysis.op_matching.matcher import OpMatch, ops_in
 from torchrepro_lint.analysis.project_uses import ProjectUses
 from torchrepro_lint.project.known_apis import Kind
 

@@ -1,0 +1,9 @@
+"""Op matching: which op-catalogue entries each call of a module reaches (TRP401, TRP402).
+
+- ``matcher``: ``ops_in`` and ``OpMatch``, the catalogue's predicates evaluated on a call;
+- ``calls``: which catalogue API a call is (function, module or tensor method) and its inputs;
+- ``values``: the arguments a call passes and the Python values they may hold;
+- ``gradients``: where nothing is differentiated (``GradContext``) and the ``requires_grad``
+  condition of a call (``RequiresGrad``);
+- ``order_independent``: scatters and index writes whose result is the same in any order.
+"""

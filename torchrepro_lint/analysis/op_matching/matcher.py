@@ -1,0 +1,458 @@
+"""Which op-catalogue entries a call reaches: the catalogue's predicates evaluated on code.
+
+``ops_in(index, version, path, uses)`` matches every call of a module once (cached; TRP401 and
+TRP402 share it) against the catalogue as it holds in ``version`` and returns ``OpMatch``
+records. A call matches an ``[ops.<id>]`` entry through one of its API records when every
+condition of the entry and of the record is *known* to hold here:
+
+- the callee (``calls``): a resolved function or module name (``F.interpolate``,
+  ``nn.Upsample``, ``torch.bincount``), or a ``torch.Tensor`` method on a receiver that
+  ``receivers.is_tensor`` shows to be a tensor (never a NumPy array, never an unknown object);
+- ``arg`` / ``ctor_arg`` conditions on arguments (``values``), by keyword or position, with
+  literal values followed through local constants (``mode = "bilinear"``); an argument with a
+  few known values (``"bicubic" if fast else "linear"``, a name assigned in two branches) is
+  matched once per value and reported only when every value reaches the rule; an argument that
+  ``*args`` / ``**kwargs`` may supply is unknown, except a True/False flag, tried both ways like
+  the above; a ``len`` test counts the values of a display (``[left, right, top, bottom]``);
+- context conditions from ``tensor_evidence``: ``device``, ``input_ndim``, ``input_dtype``,
+  ``input_layout``, ``target_kind`` (class indices unless the target is shown to be floating).
+  For a module, the input is the first argument of the calls of the instance that this module
+  shows (``self.loss(out, y)`` for ``self.loss = nn.CrossEntropyLoss()``);
+- ``requires_grad`` (backward-only entries, ``gradients.RequiresGrad``): false where nothing is
+  differentiated (``GradContext.no_grad_reason``: no_grad / inference_mode blocks and
+  decorators, Datasets, transforms, collate functions, checkpoint-loading code, Lightning
+  evaluation steps), where the op's result only reaches non-differentiable uses (``> 0.5``,
+  ``.gt_()``, ``.long()``, ``.item()``), in a module-level function that the project only uses
+  from such code (``project_uses.ProjectUses``), and on the data input of a top-level model's
+  ``forward``.
+
+Refinements the catalogue states in words but not as predicates: sums of ones or of integers
+(``scatter_add_`` counting degrees) and writes of one constant through duplicate indices give the
+same result in any order (``order_independent``); ``cumsum`` needs a 1-D input.
+
+Unknown is not a match (precision before recall), with two exceptions that the catalogue's own
+facts make safe: entries of one rule whose only unknown is the input's number of dims and that
+together cover every valid number (``interpolate(mode="area")`` raises for 3-, 4- and 5-D input),
+and CUDA entries on a tensor of unknown device (CUDA is where the hazard is; a tensor shown to be
+on the CPU, or data-pipeline code, is not reported). A call that a ``[not_flagged]`` record
+covers is never matched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchrepro_lint.analysis import tensor_evidence as te
+from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
+from torchrepro_lint.analysis.op_matching.calls import TENSOR_METHOD, ApiCall, as_api
+from torchrepro_lint.analysis.op_matching.gradients import GradContext, RequiresGrad
+from torchrepro_lint.analysis.op_matching.order_independent import EXACT_SUM_ENTRIES, SAME_VALUE_ENTRIES, OrderIndependence
+from torchrepro_lint.analysis.op_matching.values import ABSENT, UNKNOWN, Values, argument, display_length, passes
+from torchrepro_lint.analysis.receivers import is_tensor
+from torchrepro_lint.catalog import ApiRecord, OpEntry, Predicate, Version, load_catalog
+
+if TYPE_CHECKING:
+    from torchrepro_lint.analysis.project_uses import ProjectUses
+
+# Possible input dims of an API, to know when the ndim-gated entries together cover every case.
+VALID_NDIMS = {
+    "torch.nn.functional.interpolate": frozenset({3, 4, 5}),
+    "torch.nn.Upsample": frozenset({3, 4, 5}),
+}
+# Refinements the catalogue states in words (`condition`) but not as predicates.
+ONE_DIMENSIONAL = frozenset({"cumsum"})  # multi-dim cumsums use per-row scans, deterministic anyway
+NEVER_NONE = frozenset({"dim"})  # parameters that cannot be None: passing one means it is present
+
+
+@dataclass(frozen=True)
+class OpMatch:
+    """A call that reaches catalogue entries (of one rule: several only when they cover one case)."""
+
+    entries: tuple[OpEntry, ...]
+    api: ApiRecord
+    site: CallSite
+    form: str  # "function" | "method" | "module"
+    shown: str  # the call, short: "F.interpolate(..., mode='bilinear')"
+    evidence: str = ""  # where a context condition was shown, e.g. "its input at line 12 has 4 dims"
+
+    @property
+    def entry(self) -> OpEntry:
+        return self.entries[0]
+
+    @property
+    def rule(self) -> str:
+        return self.entries[0].rule
+
+    @property
+    def ids(self) -> str:
+        return ", ".join(e.id for e in self.entries)
+
+
+def ops_in(index: ModuleIndex, version: Version, path: str = "", uses: ProjectUses | None = None) -> list[OpMatch]:
+    """Every catalogue match in the module (both rules), computed once per index and version.
+
+    With `uses` (the project's), a backward-only op in a module-level function that the project
+    only uses from code without gradients is not matched either."""
+    per_index = index.derived.setdefault("ops", {})
+    key = (version, path)
+    if key not in per_index:
+        per_index[key] = _Matcher(index, version, path, uses).run()
+    return per_index[key]
+
+
+class _Matcher:
+    def __init__(self, index: ModuleIndex, version: Version, path: str, uses: ProjectUses | None = None) -> None:
+        self.index = index
+        self.version = version
+        self._forced: dict = {}
+        self._memo: dict = {}
+        self._last_evidence = ""
+        self.values = Values(index)
+        self.grad = GradContext(index, path)
+        self.requires_grad = RequiresGrad(index, self.grad, uses)
+        self.order = OrderIndependence(index, self.values)
+        catalog = load_catalog()
+        self.ops: dict[str, list[tuple[OpEntry, ApiRecord]]] = {}
+        for entry in catalog.entries_for(version):
+            if not entry.report:
+                continue
+            for api in entry.apis_for(version):
+                if api.report:
+                    self.ops.setdefault(api.name, []).append((entry, api))
+        self.traps: dict[str, list[ApiRecord]] = {}
+        for trap in catalog.not_flagged:
+            if trap.holds_in(version):
+                for api in trap.apis:
+                    if api.holds_in(version):
+                        self.traps.setdefault(api.name, []).append(api)
+        self.methods = {name[len(TENSOR_METHOD):] for name in self.ops if name.startswith(TENSOR_METHOD)}
+
+    def run(self) -> list[OpMatch]:
+        out: list[OpMatch] = []
+        for site in self.index.calls:
+            call = as_api(site, self.index, self.ops, self.methods)
+            if call is None:
+                continue
+            out.extend(self._match(call))
+        return out
+
+    # -- matching ---------------------------------------------------------------------------
+    def _match(self, call: ApiCall) -> list[OpMatch]:
+        """Match the call; an argument with a few known values (`"bicubic" if fast else "linear"`)
+        is matched once per value, and a rule is reported when every value reaches it."""
+        name, values = self._split_argument(call)
+        if not values:
+            return self._match_once(call)
+        per_rule: dict[str, list[OpMatch]] = {}
+        for value in values:
+            self._forced = {name: value}
+            try:
+                found = self._match_once(call)
+            finally:
+                self._forced = {}
+            rules = {m.rule for m in found}
+            for match in found:
+                per_rule.setdefault(match.rule, []).append(match)
+            for rule in list(per_rule):
+                if rule not in rules:
+                    per_rule[rule] = []
+            if not found:
+                return []
+        out = []
+        for rule, group in sorted(per_rule.items()):
+            if len(group) < len(values):
+                continue
+            entries = tuple({e.id: e for m in group for e in m.entries}.values())
+            first = group[0]
+            out.append(OpMatch(entries, first.api, first.site, first.form, first.shown, first.evidence))
+        return out
+
+    def _split_argument(self, call: ApiCall):
+        predicates = [p for entry, api in self.ops.get(call.api_name, ()) for p in (*entry.when, *api.when)]
+        names = {p.name: p for p in predicates if p.subject in ("arg", "ctor_arg")}
+        for name, p in names.items():
+            expr = argument(call.site.node, None if p.keyword_only else p.pos, name)
+            if isinstance(expr, (cst.IfExp, cst.Name)):
+                values = self.values.of(expr)
+                if values is not None and 1 < len(values) <= 4:
+                    return name, sorted(values, key=repr)
+        # A flag tested only against True/False whose value is not known (`antialias=self.flag`,
+        # or absent with `**kwargs` that may pass it) can take just those two values: matched
+        # with each, it silences the call only where it changes the verdict.
+        for name, p in names.items():
+            tests = [q for q in predicates if q.name == name and q.subject == p.subject]
+            if not all(q.test == "equals" and isinstance(q.value, bool) for q in tests):
+                continue
+            expr = argument(call.site.node, None if p.keyword_only else p.pos, name)
+            if expr is UNKNOWN or (expr is not ABSENT and self.values.of(expr) is None):
+                return name, [False, True]
+        return None, []
+
+    def _match_once(self, call: ApiCall) -> list[OpMatch]:
+        for trap in self.traps.get(call.api_name, ()):
+            if self._holds(call, trap.when, None) is True:
+                return []
+        by_rule: dict[str, list[tuple[OpEntry, ApiRecord, str]]] = {}
+        ndim_only: dict[str, list[tuple[OpEntry, ApiRecord, frozenset]]] = {}
+        for entry, api in self.ops.get(call.api_name, ()):
+            result, unknown = self._evaluate(call, entry, api)
+            if result is True:
+                by_rule.setdefault(entry.rule, []).append((entry, api, self._last_evidence))
+            elif result is None and unknown and all(p.name == "input_ndim" and p.test == "in" for p in unknown):
+                ndim_only.setdefault(entry.rule, []).append((entry, api, frozenset(v for p in unknown for v in p.value)))
+        valid = VALID_NDIMS.get(call.api_name)
+        if valid:
+            for rule, group in ndim_only.items():
+                if rule not in by_rule and valid <= frozenset().union(*(g[2] for g in group)):
+                    by_rule[rule] = [(e, a, "") for e, a, _ in group]
+        out = []
+        for rule, group in sorted(by_rule.items()):
+            entries = tuple({e.id: e for e, _, _ in group}.values())
+            api = group[0][1]
+            evidence = next((ev for _, _, ev in group if ev), "")
+            out.append(OpMatch(entries, api, call.site, call.form, self._shown(call, group), evidence))
+        return out
+
+    def _evaluate(self, call: ApiCall, entry: OpEntry, api: ApiRecord):
+        """(True, []) when the entry is shown to apply, (False, []) when shown not to, else
+        (None, the predicates that stayed unknown). Cheap argument tests run first."""
+        self._last_evidence = ""
+        evidence = ""
+        unknown: list[Predicate] = []
+        predicates = (*entry.when, *api.when)
+        ordered = [p for p in predicates if p.subject != "context"] + [p for p in predicates if p.subject == "context"]
+        for predicate in ordered:
+            if predicate.subject == "context":
+                key = (id(call.site.node), predicate.name, predicate.test, repr(predicate.value))
+                if key not in self._memo:
+                    self._last_evidence = ""
+                    self._memo[key] = (self._predicate(call, predicate), self._last_evidence)
+                value, found = self._memo[key]
+                evidence = evidence or found
+            else:
+                value = self._predicate(call, predicate)
+            if value is False:
+                return False, []
+            if value is None:
+                unknown.append(predicate)
+        device = self._device_ok(call, entry)
+        if device is False:
+            return False, []
+        if device is None:
+            unknown.append(Predicate("context", "device", "equals", entry.device))
+        if entry.id in EXACT_SUM_ENTRIES and self.order.exact_sum(call):
+            return False, []
+        if entry.id in SAME_VALUE_ENTRIES and self.order.constant_written(call):
+            return False, []
+        if entry.id in ONE_DIMENSIONAL:
+            value = self._one_dimensional(call)
+            if value is False:
+                return False, []
+            if value is None:
+                unknown.append(Predicate("context", "input_ndim", "equals", 1))
+        self._last_evidence = evidence
+        return (None, unknown) if unknown else (True, [])
+
+    def _holds(self, call: ApiCall, predicates, entry) -> bool | None:
+        result: bool | None = True
+        for predicate in predicates:
+            value = self._predicate(call, predicate)
+            if value is False:
+                return False
+            if value is None:
+                result = None
+        return result
+
+    def _device_ok(self, call: ApiCall, entry: OpEntry) -> bool | None:
+        if entry.device == "any":
+            return True
+        if entry.device == "cuda" and self.grad.data_reason(call.site.node):
+            return False  # data-pipeline code works on CPU tensors
+        kind = self._device_of(call)
+        if entry.device == "cuda":
+            return kind != te.CPU
+        return True if kind == te.CPU else (False if kind == te.CUDA else None)
+
+    # -- predicates -------------------------------------------------------------------------
+    def _predicate(self, call: ApiCall, p: Predicate) -> bool | None:
+        if p.subject in ("arg", "ctor_arg"):
+            return self._arg_predicate(call, p)
+        name = p.name
+        if name == "requires_grad":
+            return self.requires_grad.holds(call) == p.value
+        if name in ("det_mode_at_forward", "det_mode_at_backward"):
+            return True  # how the deterministic alternative is reached, not whether the op is used
+        if name == "torchscript":
+            return self.grad.torchscript(call.site.node) == p.value
+        if name == "cudnn_ctc_path":
+            return p.value is False  # the native path unless int32 targets etc. are shown: assumed
+        if name == "index_kind":
+            return None
+        if name == "device":
+            kind = self._device_of(call)
+            return None if kind is None else kind == p.value
+        if name == "input_ndim":
+            dims = f"{p.value} or more" if p.test == "min" else " or ".join(map(str, p.value))
+            return self._over_inputs(call, lambda e: _ndim_test(te.ndim_range(e, self.index), p), f"{dims} dims")
+        if name == "input_dtype":
+            return self._over_inputs(call, lambda e: _dtype_test(te.dtype_kind(e, self.index), p.value), f"{p.value} dtype")
+        if name == "input_layout":
+            return self._over_inputs(call, lambda e: _layout_test(te.layout_kind(e, self.index), p.value), f"{p.value} layout")
+        if name == "target_kind":
+            return self._target_kind(call, p.value)
+        return None
+
+    def _device_of(self, call: ApiCall) -> str | None:
+        key = (id(call.site.node), "device-of")
+        if key not in self._memo:
+            kinds = {te.device_kind(e, self.index) for e in call.inputs()}
+            self._memo[key] = kinds.pop() if len(kinds) == 1 else None
+        return self._memo[key]
+
+    def _over_inputs(self, call: ApiCall, test, what: str) -> bool | None:
+        inputs = call.inputs()
+        results = [(test(e), e) for e in inputs]
+        for result, expr in results:
+            if result is True:
+                if call.form == "module":
+                    row = self._row(expr)
+                    self._last_evidence = f"called at line {row} on an input with {what}" if row else ""
+                return True
+        if results and all(r is False for r, _ in results):
+            return False
+        return None
+
+    def _target_kind(self, call: ApiCall, wanted: str) -> bool | None:
+        # Class indices unless the target is shown to be floating (probabilities): the usual case.
+        kinds = {te.dtype_kind(t, self.index) for t in call.targets()}
+        kind = "probabilities" if kinds == {te.FLOATING} else "class_indices"
+        if kinds and te.FLOATING in kinds and len(kinds) > 1:
+            return None
+        return kind == wanted
+
+    def _one_dimensional(self, call: ApiCall) -> bool | None:
+        one = Predicate("context", "input_ndim", "in", (1,))
+        return self._over_inputs(call, lambda e: _ndim_test(te.ndim_range(e, self.index), one), "1 dim")
+
+    def _arg_predicate(self, call: ApiCall, p: Predicate) -> bool | None:
+        node = call.site.node
+        if p.name in self._forced:
+            return passes(p, self._forced[p.name])
+        expr = argument(node, None if p.keyword_only else p.pos, p.name)
+        if expr is UNKNOWN:
+            return None
+        if expr is ABSENT:
+            if p.test == "present":
+                return p.value is False
+            if p.has_default:
+                return passes(p, p.default)
+            if p.test == "not_equals":
+                return True  # the signature's default (None) differs from any value tested against
+            return False
+        if p.test == "type":
+            if p.value == "Tensor":
+                if is_tensor(expr, self.index, node):
+                    return True
+                values = self.values.of(expr)
+                return False if values is not None and all(isinstance(v, (int, float)) for v in values) else None
+            if p.value == "Scalar":
+                values = self.values.of(expr)
+                if values is not None:
+                    return all(isinstance(v, (int, float)) for v in values)
+                return False if is_tensor(expr, self.index, node) else None
+            return None
+        if p.test == "len":
+            length = display_length(self.values.flow, expr)
+            if length is not None:  # `[left, right, top, bottom]`: 4 values whatever they are
+                return length == p.value
+        values = self.values.of(expr)
+        if p.test == "present":
+            if values is not None:
+                if values == frozenset({None}):
+                    return p.value is False
+                if None not in values:
+                    return p.value is True
+                return None
+            if p.name in NEVER_NONE or is_tensor(expr, self.index, node):
+                return p.value is True
+            return None
+        if values is None:
+            return None
+        results = {passes(p, v) for v in values}
+        if None in results or len(results) != 1:
+            return None
+        return results.pop()
+
+    # -- presentation -----------------------------------------------------------------------
+    def _row(self, node: cst.CSTNode) -> int | None:
+        try:
+            return self.index.source.span(node)[0]
+        except Exception:  # a node the source cannot place
+            return None
+
+    def _shown(self, call: ApiCall, group) -> str:
+        """The call as written when it is short, else its callee and the arguments that matter."""
+        code = self.index.module.code_for_node
+        whole = " ".join(code(call.site.node).split())
+        if len(whole) <= 60:
+            return whole
+        callee = " ".join(code(call.site.node.func).split())
+        if len(callee) > 40:
+            callee = "..." + callee[-37:]
+        shown = []
+        for _, api, _ in group:
+            for p in api.when:
+                if p.subject not in ("arg", "ctor_arg"):
+                    continue
+                expr = argument(call.site.node, None if p.keyword_only else p.pos, p.name)
+                if expr is ABSENT or expr is UNKNOWN or expr is None:
+                    continue
+                text = " ".join(code(expr).split())
+                text = text if len(text) <= 24 else text[:21] + "..."
+                item = f"{p.name}={text}"
+                if item not in shown:
+                    shown.append(item)
+        first = [] if call.form != "function" else [a for a in call.site.node.args[:1] if a.keyword is None and not a.star]
+        lead = " ".join(code(first[0].value).split()) if first else ""
+        lead = lead if 0 < len(lead) <= 30 and not any(item.startswith(lead) for item in shown) else ""
+        parts = ([lead] if lead else []) + ["..."] + shown
+        return f"{callee}({', '.join(parts)})"
+
+
+def _ndim_test(found, p: Predicate) -> bool | None:
+    if found is None:
+        return None
+    lo, hi = found
+    if p.test == "min":
+        if lo >= p.value:
+            return True
+        return False if hi is not None and hi < p.value else None
+    allowed = set(p.value) if p.test == "in" else {p.value}
+    if hi is not None and set(range(lo, hi + 1)) <= allowed:
+        return True
+    if hi is not None and not set(range(lo, hi + 1)) & allowed:
+        return False
+    if hi is None and lo > max(allowed):
+        return False
+    return None
+
+
+def _dtype_test(kind: str | None, wanted: str) -> bool | None:
+    if kind is None:
+        return None
+    if wanted == "floating":
+        return kind == te.FLOATING
+    if wanted == "floating_or_complex":
+        return kind in (te.FLOATING, te.COMPLEX)
+    if wanted == "integer":
+        return kind == te.INTEGER
+    if wanted == "quantized":
+        return kind == te.QUANTIZED
+    return None
+
+
+def _layout_test(kind: str | None, wanted: str) -> bool | None:
+    return None if kind is None else kind == wanted
