@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 import traceback
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
@@ -211,7 +212,13 @@ class LoweredStore:
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
     # fork: workers inherit the project and program model instead of receiving them pickled
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"), initializer=_default_sigterm)
+
+
+def _default_sigterm() -> None:
+    """A pool worker ends quietly when _stop terminates it. It inherits the CLI's SIGTERM handler,
+    which raises; a worker idle in the pool's queue then printed that exception's traceback."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
