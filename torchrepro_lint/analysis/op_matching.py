@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchrepro_lint.analysis import tensor_evidence as te
-from torchrepro_lint.analysis.dataflow import flow, self_attribute
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
-from torchrepro_lint.analysis.syntax import evaluated_string
+from torchrepro_lint.analysis.syntax import evaluated_string, self_attribute
 from torchrepro_lint.catalog import ApiRecord, OpEntry, Predicate, Version, load_catalog
 
 from torchrepro_lint.analysis.receivers import is_ndarray, is_tensor  # shared receiver typing
