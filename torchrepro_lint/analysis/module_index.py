@@ -60,7 +60,7 @@ class ModuleIndex:
         self._nearest: dict[tuple, tuple[dict[int, cst.CSTNode | None], dict[type, bool]]] = {}
         self._sites: dict[int, CallSite] | None = None
         self._selected: dict[frozenset, list[cst.CSTNode]] = {}
-        # What other analyses compute from this index (dataflow's Flow, the op matches), kept
+        # What other analyses compute from this index (dataflow.core's Flow, the op matches), kept
         # here so it dies with the index: a global cache keyed by index kept every tree alive.
         self.derived: dict[str, object] = {}
         _IndexBuilder(self).walk(self.module)

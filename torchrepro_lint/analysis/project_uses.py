@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import flow
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.op_matching.gradients import GradContext, module_level_function

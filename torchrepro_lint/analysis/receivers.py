@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import flow, self_attribute, string_value
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
-from torchrepro_lint.analysis.syntax import evaluated_string
+from torchrepro_lint.analysis.syntax import evaluated_string, self_attribute, string_value
 
 TENSOR, NDARRAY = "tensor", "ndarray"
 

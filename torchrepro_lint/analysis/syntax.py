@@ -55,6 +55,63 @@ def _simple_string_value(text: str) -> str | bytes:
     return literal_eval(text)
 
 
+def is_none(expr: cst.BaseExpression | None) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
+
+
+def int_value(expr: cst.BaseExpression | None) -> int | None:
+    """The value of an integer literal (`3`, `-1`), else None."""
+    if isinstance(expr, cst.Integer):
+        return int(expr.value.replace("_", ""), 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = int_value(expr.expression)
+        return -inner if inner is not None else None
+    return None
+
+
+def bool_value(expr: cst.BaseExpression | None) -> bool | None:
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
+
+
+def string_value(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        value = evaluated_string(expr)
+        return value if isinstance(value, str) else None
+    return None
+
+
+def self_attribute(expr: cst.BaseExpression) -> str | None:
+    """`self.x` -> "x" (the receiver must be a plain name; the caller checks it is `self`)."""
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        return expr.attr.value
+    return None
+
+
+def method_name(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def assign_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.NamedExpr)):
+        return [node.target]
+    return []
+
+
+def subtree(node: cst.CSTNode, skip: tuple[type, ...] = ()):
+    """`node` and its descendants in source order, not entering nested `skip` nodes."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is not node and isinstance(current, skip):
+            continue
+        stack.extend(reversed(current.children))
+
+
 def expression_code(module: cst.Module, node: cst.BaseExpression) -> str:
     """`module.code_for_node(node)` for a parsed expression, without LibCST's code generator
     for the common shapes (names, calls, comparisons, `and`/`or`, subscripts, operators on one

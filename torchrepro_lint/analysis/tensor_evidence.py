@@ -17,7 +17,7 @@ tensor's properties (the op catalogue's ``input_dtype``, ``input_ndim``, ``devic
   `torch.set_default_device`.
 - ``layout_kind(expr, index)``: "sparse_coo" | "strided" | None.
 
-Names are followed to the nearest assignment before them in their function (dataflow's
+Names are followed to the nearest assignment before them in their function (dataflow.core's
 ``reaching_value``); `self.<attr>` to the assignments in its class when they all agree.
 Parameters are unknown. None means "this module does not say": callers stay silent.
 """
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import flow, self_attribute, string_value
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.syntax import self_attribute, string_value
 
 FLOATING, INTEGER, BOOL, COMPLEX, QUANTIZED = "floating", "integer", "bool", "complex", "quantized"
 CUDA, CPU = "cuda", "cpu"

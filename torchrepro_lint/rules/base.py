@@ -1,4 +1,6 @@
-"""The rule contract: metadata, examples, and the two kinds of check.
+"""The rule contract: metadata, examples, and the two kinds of check; and what rules share:
+the words that gate a per-file rule (`last_names`, `occurs`) and the programs whose facts
+decide a per-call finding's level (`programs_for`).
 
 A rule's documentation page (rules/TRPxxx.md) is generated from the class attributes below,
 and its examples run as tests: a hazard must be reported exactly on the lines marked
@@ -11,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar, Iterable
+
+import libcst as cst
 
 from torchrepro_lint.findings import Finding, Severity
 
@@ -57,6 +61,23 @@ def occurs(word: str, text: str) -> bool:
     """`word` in `text`, not as part of a longer identifier: an identifier (or a string key
     such as "num_workers") always stands between characters that cannot continue it."""
     return word in text and _whole_word(word).search(text) is not None
+
+
+def programs_for(context, module, node) -> list:
+    """The programs whose facts decide a per-call finding's level: those that run the
+    function around `node`. For a method that no program is seen calling (hooks called by a
+    framework, objects passed around), the programs that reach its module; for a plain
+    function nobody calls, none (unknown)."""
+    running = context.programs_running(module, node)
+    if running:
+        return running
+    outer = None
+    for ancestor in module.index.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            outer = ancestor
+    if outer is None or module.index.enclosing(outer, cst.ClassDef) is not None:
+        return context.programs_reaching(module)
+    return []
 
 
 class Rule:

@@ -2,11 +2,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import arg, derives_from, flow, int_value, is_none, literal, programs_for
+from torchrepro_lint.analysis.dataflow.classes import callee_classes, derives_from
+from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.dataflow.dict_views import dict_view, literal
+from torchrepro_lint.analysis.syntax import arg, int_value, is_none
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.programs import seeds_torch
 from torchrepro_lint.fixes.edits import add_keywords, insert_after_imports, make_fix, module_name_for
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, programs_for
 
 DATALOADER = "torch.utils.data.DataLoader"
 # Library loaders that are DataLoader subclasses and pass **kwargs on to it.
@@ -187,7 +190,7 @@ def make_loader(ds, seed):
         data = flow(index)
         for site in index.calls:
             call = site.node
-            candidates = data.callee_classes(call.func, call)
+            candidates = callee_classes(data, call.func, call)
             kinds = [self._loader_kind(context.project, module, q) for q in candidates]
             kinds = [k for k in kinds if k is not None]
             if not kinds or "provides" in kinds:
@@ -204,7 +207,7 @@ def make_loader(ds, seed):
             view = literal(explicit)
             for a in call.args:
                 if a.star == "**":
-                    view = view.merged(data.dict_view(a.value, call))
+                    view = view.merged(dict_view(data, a.value, call))
             if not view.complete:
                 continue
             workers = self._hazardous_workers(data, view)

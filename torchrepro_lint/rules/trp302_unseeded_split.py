@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import arg, bool_value, flow, is_none, programs_for
+from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.syntax import arg, bool_value, is_none
 from torchrepro_lint.project.known_apis import Kind
-from torchrepro_lint.rules.base import Example, Rule, last_names
+from torchrepro_lint.rules.base import Example, Rule, last_names, programs_for
 
 RANDOM_SPLIT = "torch.utils.data.random_split"
 # sklearn splitters: (position of random_state, position of shuffle; None: keyword-only or absent,

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import DATASET_BASES, DATASET_PREFIXES, derives_from, flow, self_attribute, subtree
+from torchrepro_lint.analysis.dataflow.classes import DATASET_BASES, DATASET_PREFIXES, derives_from
+from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.syntax import self_attribute, subtree
 from torchrepro_lint.rules.base import Example, Rule, last_names
 
 RNG_CONSTRUCTORS = {

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import arg, bool_value, derives_from, flow, programs_for, subtree
+from torchrepro_lint.analysis.dataflow.classes import derives_from
+from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.syntax import arg, bool_value, subtree
 from torchrepro_lint.project.summaries import summary, summary_kind
-from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.base import Example, Rule, programs_for
 
 SAMPLER = "torch.utils.data.DistributedSampler"
 SAMPLERS = frozenset({SAMPLER})

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import flow
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.op_matching.gradients import GradContext
 from torchrepro_lint.analysis.op_matching.values import ABSENT, argument, possible_values
 from torchrepro_lint.fixes.edits import add_keywords, make_fix, replace

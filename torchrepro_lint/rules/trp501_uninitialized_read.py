@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import arg, flow, int_value, self_attribute, subtree
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.receivers import is_tensor
+from torchrepro_lint.analysis.syntax import arg, int_value, self_attribute, subtree
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Example, Rule, last_names

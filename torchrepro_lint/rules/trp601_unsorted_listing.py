@@ -2,18 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import (
-    DATASET_BASES,
-    DATASET_PREFIXES,
-    HAZARD,
-    OrderFlow,
-    Verdict,
-    combine,
-    derives_from,
-    flow,
-    int_value,
-    method_name,
-)
+from torchrepro_lint.analysis.dataflow.classes import DATASET_BASES, DATASET_PREFIXES, derives_from
+from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.dataflow.order_flow import HAZARD, OrderFlow, Verdict, combine
+from torchrepro_lint.analysis.syntax import int_value, method_name
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule, last_names
 

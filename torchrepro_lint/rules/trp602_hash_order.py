@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import ordered_sets, STR, Elements, OrderFlow, ordered, sink_text
+from torchrepro_lint.analysis.dataflow.elements import STR, Elements
+from torchrepro_lint.analysis.dataflow.hash_order import ordered, ordered_sets, sink_text
+from torchrepro_lint.analysis.dataflow.order_flow import OrderFlow
 from torchrepro_lint.analysis.names import dotted
 
 from torchrepro_lint.fixes.edits import make_fix, replace

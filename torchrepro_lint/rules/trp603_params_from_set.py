@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import MODULE_ITERATORS, ordered_sets, PARAM, Elements, OrderFlow, derives_from, sink_text
+from torchrepro_lint.analysis.dataflow.classes import derives_from
+from torchrepro_lint.analysis.dataflow.elements import MODULE_ITERATORS, PARAM, Elements
+from torchrepro_lint.analysis.dataflow.hash_order import ordered_sets, sink_text
+from torchrepro_lint.analysis.dataflow.order_flow import OrderFlow
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import flow, self_attribute
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.op_matching.values import ABSENT, UNKNOWN, argument
 from torchrepro_lint.analysis.receivers import is_ndarray, is_tensor
+from torchrepro_lint.analysis.syntax import self_attribute
 from torchrepro_lint.catalog import ApiRecord, OpEntry
 
 TENSOR_METHOD = "torch.Tensor."

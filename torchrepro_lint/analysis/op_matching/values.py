@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow import flow
+from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.catalog import Predicate

@@ -1,0 +1,446 @@
+"""Where the order of an order-unstable collection (a directory listing, a set) goes next.
+
+`OrderFlow` follows the collection through assignments, loops, calls and comprehensions to a
+`Verdict`: sorted, an order-free use (safe), an order-sensitive sink (index, enumerate, zip,
+first match, ...: hazard), or somewhere we cannot see (unknown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import libcst as cst
+
+from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.names import dotted
+from torchrepro_lint.analysis.syntax import assign_targets, int_value, method_name, self_attribute, string_value, subtree
+
+
+HAZARD, SORTED, SAFE, UNKNOWN = "hazard", "sorted", "safe", "unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # HAZARD | SORTED | SAFE | UNKNOWN
+    sink: str = ""  # what the order decides, for messages: "the numbers enumerate() assigns", ...
+    node: cst.CSTNode | None = None  # where the order is consumed
+    entry: cst.CSTNode | None = None  # the collection as it enters the first ordering construct
+    materialized: bool = False  # the order was copied into a list on the way
+    loop: cst.CSTNode | None = None  # the loop that accumulated it, for parallel lists
+
+
+def combine(verdicts: list[Verdict]) -> Verdict:
+    """Several uses of one variable: a sort anywhere wins (the order is fixed where it
+    matters, the trap "sorted() later"), then the first hazard, then unknown, then safe."""
+    for kind in (SORTED, HAZARD, UNKNOWN):
+        for verdict in verdicts:
+            if verdict.kind == kind:
+                return verdict
+    return verdicts[0] if verdicts else Verdict(SAFE)
+
+
+INDEXING = "which element an index or slice picks"
+SORTING_CALLS = frozenset({"builtins.sorted", "heapq.nsmallest", "heapq.nlargest", "natsort.natsorted", "natsort.os_sorted"})
+ORDER_FREE_CALLS = frozenset(
+    "builtins.set builtins.frozenset builtins.len builtins.sum builtins.min builtins.max builtins.any "
+    "builtins.all builtins.bool collections.Counter math.fsum builtins.print".split()
+)
+MATERIALIZING_CALLS = frozenset(
+    "builtins.list builtins.tuple builtins.iter builtins.reversed builtins.filter numpy.array numpy.asarray "
+    "torch.tensor torch.as_tensor torch.LongTensor torch.Tensor itertools.chain dict.fromkeys "
+    "collections.OrderedDict.fromkeys".split()
+)
+SELECTING_CALLS = {
+    "builtins.enumerate": "the numbers enumerate() assigns",
+    "builtins.zip": "which elements zip() pairs",
+    "builtins.next": "which entry next() picks first",
+    "random.shuffle": "what a seeded random.shuffle returns (it permutes by position)",
+    "random.choice": "what a seeded random.choice picks (by position)",
+    "random.sample": "what a seeded random.sample picks (by position)",
+    "numpy.random.shuffle": "what a seeded np.random.shuffle returns (it permutes by position)",
+    "numpy.random.choice": "what a seeded np.random.choice picks (by position)",
+    "numpy.random.permutation": "what a seeded np.random.permutation returns (it permutes by position)",
+}
+NEUTRAL_METHODS = frozenset(
+    "add update remove discard append extend insert clear issubset issuperset isdisjoint count "
+    "__contains__ intersection_update difference_update".split()
+)
+SET_METHODS = frozenset("union intersection difference symmetric_difference copy".split())
+LOG_CALLS = frozenset(
+    "print debug info warning warn error exception critical log write set_description set_postfix".split()
+)
+
+
+class OrderFlow:
+    """Follows a collection whose order is not stable to where its order is used.
+
+    `extra_sink(call, qualname, at)` lets a rule name more order-sensitive consumers (a
+    Dataset constructor, an optimizer); it returns a sink description or None.
+    """
+
+    def __init__(self, index: ModuleIndex, extra_sink: Callable | None = None) -> None:
+        self.index = index
+        self.flow = flow(index)
+        self.extra_sink = extra_sink
+        self._active: set[tuple] = set()
+
+    def of(self, node: cst.BaseExpression) -> Verdict:
+        """Where the order of the collection `node` evaluates to goes."""
+        return self._from(node, Verdict(UNKNOWN), 0)
+
+    def of_binding(self, target: cst.BaseExpression, statement: cst.CSTNode) -> Verdict:
+        """The same for a collection bound to `target` (a name or `self.x`) by `statement`."""
+        return self._into(target, statement, Verdict(UNKNOWN), 0)
+
+    def _step(self, state: Verdict, node: cst.CSTNode, ordering: bool = True, materialized: bool = False) -> Verdict:
+        """Carry `state` past `node`; `ordering` marks a construct that consumes the order."""
+        entry = state.entry if state.entry is not None or not ordering else node
+        return replace(state, entry=entry, materialized=state.materialized or materialized)
+
+    def _end(self, state: Verdict, kind: str, node: cst.CSTNode, sink: str = "") -> Verdict:
+        entry = state.entry if state.entry is not None else node
+        return replace(state, kind=kind, sink=sink, node=node, entry=entry)
+
+    def _from(self, node: cst.CSTNode, state: Verdict, depth: int) -> Verdict:
+        if depth > 12:
+            return self._end(state, UNKNOWN, node)
+        parents = self.flow.parents
+        parent = parents.get(node)
+        index = self.index
+
+        if isinstance(parent, cst.Arg):
+            call = parents.get(parent)
+            if not isinstance(call, cst.Call):
+                return self._end(state, UNKNOWN, node)
+            return self._argument(node, parent, call, state, depth)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = parents.get(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                method = parent.attr.value
+                if method == "sort":
+                    return self._end(state, SORTED, call)
+                if method == "index":
+                    return self._end(state, HAZARD, call, "the positions .index() finds")
+                if method == "pop" and not call.args:
+                    return self._end(state, HAZARD, call, "which element .pop() takes")
+                if method in SET_METHODS:
+                    return self._from(call, state, depth + 1)
+                if method in NEUTRAL_METHODS:
+                    return self._end(state, SAFE, call)
+                if method == "join":
+                    return self._end(state, UNKNOWN, call)
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.Attribute):  # `x.join(node)`-like forms arrive through Arg
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            if self.flow._is_store(parent) or isinstance(parents.get(parent), cst.Del):
+                return self._end(state, SAFE, parent)
+            return self._end(state, HAZARD, parent, INDEXING)
+        if isinstance(parent, cst.ComparisonTarget):
+            if isinstance(parent.operator, (cst.In, cst.NotIn)):
+                return self._end(state, SAFE, parent)
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.Comparison):
+            first = parent.comparisons[0].operator if parent.comparisons else None
+            return self._end(state, SAFE if isinstance(first, (cst.Is, cst.IsNot)) else UNKNOWN, node)
+        if isinstance(parent, cst.CompFor) and parent.iter is node:
+            comp = next(a for a in index.ancestors(parent) if not isinstance(a, cst.CompFor))
+            if isinstance(comp, (cst.SetComp, cst.DictComp)):
+                return self._end(state, SAFE, comp)
+            if isinstance(comp, (cst.ListComp, cst.GeneratorExp)):
+                first_match = self._comp_first_match(comp)
+                step = self._step(state, node, materialized=True)
+                if first_match:
+                    return self._end(step, HAZARD, comp, first_match)
+                return self._from(comp, step, depth + 1)
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.For) and parent.iter is node:
+            return self._loop(parent, self._step(state, node), depth)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign, cst.NamedExpr)) and parent.value is node:
+            return self._assigned(parent, node, state, depth)
+        if isinstance(parent, cst.AugAssign) and parent.target is node:
+            return self._end(state, SAFE, node)  # `acc += more`: the accumulator itself
+        if isinstance(parent, cst.AugAssign) and parent.value is node:
+            return self._into(parent.target, parent, self._step(state, node, materialized=True), depth)
+        if isinstance(parent, cst.BinaryOperation):
+            if isinstance(parent.operator, (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)):
+                return self._from(parent, state, depth + 1)
+            if isinstance(parent.operator, cst.Add):
+                return self._from(parent, self._step(state, node, materialized=True), depth + 1)
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.StarredElement):
+            container = parents.get(parent)
+            if isinstance(container, (cst.List, cst.Tuple)):
+                return self._from(container, self._step(state, node, materialized=True), depth + 1)
+            if isinstance(container, cst.Set):
+                return self._end(state, SAFE, container)
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.DictElement) and parent.value is node:
+            key = string_value(parent.key)
+            container = parents.get(parent)
+            if key == "params" and isinstance(container, cst.Dict):
+                return self._from(container, self._step(state, node), depth + 1)
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.Element):
+            container = parents.get(parent)
+            if isinstance(container, (cst.List, cst.Tuple)) and isinstance(node, cst.Dict):
+                return self._from(container, state, depth + 1)  # a list of param groups
+            return self._end(state, UNKNOWN, node)
+        if isinstance(parent, cst.Expr):
+            return self._end(state, SAFE, node)
+        if isinstance(parent, (cst.If, cst.While, cst.Assert)) and getattr(parent, "test", None) is node:
+            return self._end(state, SAFE, node)
+        if isinstance(parent, (cst.BooleanOperation,)):
+            return self._end(state, SAFE, node)
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            return self._end(state, SAFE, node)
+        if isinstance(parent, cst.IfExp):
+            if parent.test is node:
+                return self._end(state, SAFE, node)
+            return self._from(parent, state, depth + 1)
+        if isinstance(parent, cst.WithItem) and parent.item is node and parent.asname is not None:
+            return self._into(parent.asname.name, parent, state, depth)
+        return self._end(state, UNKNOWN, node)
+
+    def _argument(self, node, arg_node: cst.Arg, call: cst.Call, state: Verdict, depth: int) -> Verdict:
+        index = self.index
+        qualname = index.resolve(call.func, call) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+        if self.extra_sink is not None:
+            sink = self.extra_sink(call, qualname, arg_node)
+            if sink:
+                return self._end(self._step(state, node), HAZARD, call, sink)
+        if arg_node.star == "*":
+            return self._end(state, UNKNOWN, node)
+        if arg_node.keyword is not None and arg_node.keyword.value not in ("iterable",):
+            return self._end(state, UNKNOWN, node)
+        if qualname in SORTING_CALLS:
+            return self._end(state, SORTED, call)
+        if qualname in ORDER_FREE_CALLS:
+            return self._end(state, SAFE, call)
+        if qualname in MATERIALIZING_CALLS:
+            return self._from(call, self._step(state, node, materialized=True), depth + 1)
+        if qualname == "builtins.map" and call.args and call.args[0] is not arg_node:
+            return self._from(call, self._step(state, node, materialized=True), depth + 1)
+        if qualname == "builtins.zip" and self._parallel(call, arg_node, state):
+            # Lists accumulated side by side in one loop pair up in any order.
+            return self._from(call, self._step(state, node, materialized=True), depth + 1)
+        if qualname == "builtins.enumerate" and self._counter_only(call):
+            return self._loop(self.flow.parents[call], self._step(state, node), depth)
+        if qualname in SELECTING_CALLS:
+            if qualname == "builtins.next" and call.args and call.args[0] is not arg_node:
+                return self._end(state, UNKNOWN, node)  # the default of next()
+            return self._end(self._step(state, node), HAZARD, call, SELECTING_CALLS[qualname])
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("extend", "append", "insert"):
+            if call.func.attr.value == "insert" and call.args and call.args[0] is arg_node:
+                return self._end(state, SAFE, call)
+            return self._into(call.func.value, call, self._step(state, node, materialized=True), depth)
+        method = method_name(call)
+        if method in ("union", "intersection", "difference", "symmetric_difference"):
+            return self._from(call, state, depth + 1)  # `a.union(node)`: still a set
+        if method in ("update", "issubset", "issuperset", "isdisjoint"):
+            return self._end(state, SAFE, call)
+        return self._end(state, UNKNOWN, node)
+
+    def _parallel(self, call: cst.Call, arg_node: cst.Arg, state: Verdict) -> bool:
+        """Every other argument of zip() is a list appended to in the loop that built ours."""
+        if state.loop is None:
+            return False
+        appended = set()
+        for node in self._body_nodes(state.loop.body):
+            if isinstance(node, cst.Call) and method_name(node) in ("append", "extend", "insert"):
+                appended.add(dotted(node.func.value))
+        others = [a for a in call.args if a is not arg_node]
+        return bool(others) and all(a.keyword is None and not a.star and dotted(a.value) in appended for a in others)
+
+    def _counter_only(self, call: cst.Call) -> bool:
+        """`for i, x in enumerate(c):` where `i` only feeds log messages (or nothing)."""
+        loop = self.flow.parents.get(call)
+        if not (isinstance(loop, cst.For) and loop.iter is call and isinstance(loop.target, cst.Tuple)):
+            return False
+        first = loop.target.elements[0].value if loop.target.elements else None
+        if not isinstance(first, cst.Name):
+            return False
+        for node in self._body_nodes(loop.body):
+            if isinstance(node, cst.Name) and node.value == first.value and self.flow.is_load(node):
+                if not self._in_log_call(node, loop):
+                    return False
+        return True
+
+    def _in_log_call(self, node: cst.CSTNode, stop: cst.CSTNode) -> bool:
+        for ancestor in self.index.ancestors(node):
+            if ancestor is stop:
+                return False
+            if isinstance(ancestor, cst.Call):
+                func = ancestor.func
+                name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+                if name in LOG_CALLS:
+                    return True
+        return False
+
+    def _assigned(self, statement, node, state: Verdict, depth: int) -> Verdict:
+        targets = assign_targets(statement)
+        verdicts = []
+        for target in targets:
+            verdicts.append(self._into(target, statement, state, depth))
+        return combine(verdicts) if verdicts else self._end(state, UNKNOWN, node)
+
+    def _into(self, target: cst.BaseExpression, statement: cst.CSTNode, state: Verdict, depth: int) -> Verdict:
+        """The collection now lives in a variable: combine what happens at each of its uses."""
+        attr = self_attribute(target)
+        if isinstance(target, cst.Name):
+            owner = self.flow.owner(statement)
+            key = ("name", id(owner), target.value)
+            if key in self._active:
+                return self._end(state, SAFE, target)
+            self._active.add(key)
+            try:
+                after = statement if not self._accumulating(statement) else None
+                uses = self.flow.name_uses(target.value, owner, after)
+                uses = [u for u in uses if not self._rebound_before(target.value, owner, statement, u)]
+                return self._uses(uses, owner, state, depth, target)
+            finally:
+                self._active.discard(key)
+        if attr is not None:
+            klass = self.flow.enclosing_class(statement)
+            if klass is None:
+                return self._end(state, UNKNOWN, target)
+            key = ("attr", id(klass), attr)
+            if key in self._active:
+                return self._end(state, SAFE, target)
+            self._active.add(key)
+            try:
+                return self._uses(self.flow.self_attr_uses(klass, attr), klass, state, depth, target)
+            finally:
+                self._active.discard(key)
+        return self._end(state, UNKNOWN, target)
+
+    def _accumulating(self, statement: cst.CSTNode) -> bool:
+        return isinstance(statement, (cst.Call, cst.AugAssign))
+
+    def _rebound_before(self, name: str, owner, statement, use) -> bool:
+        """Another plain assignment to `name` between the binding and this use."""
+        start, end = self.flow.pos(statement), self.flow.pos(use)
+        for other, value in self.flow.bindings(name, owner):
+            if other is statement or not isinstance(other, (cst.Assign, cst.AnnAssign)):
+                continue
+            if start < self.flow.pos(other) < end and not self.flow.inside(use, other):
+                return True
+        return False
+
+    def _uses(self, uses, scope, state: Verdict, depth: int, target) -> Verdict:
+        if not uses:
+            return self._end(state, UNKNOWN, target)
+        verdicts = [self._from(use, state, depth + 1) for use in uses]
+        if any(v.kind == HAZARD and v.sink == INDEXING for v in verdicts) and self._single_asserted(uses):
+            verdicts = [v for v in verdicts if not (v.kind == HAZARD and v.sink == INDEXING)] or [Verdict(SAFE)]
+        return combine(verdicts)
+
+    def _single_asserted(self, uses) -> bool:
+        """`len(x) == 1` (or != 1, > 1, ...) checked somewhere: a single, asserted result."""
+        for use in uses:
+            arg_node = self.flow.parents.get(use)
+            call = self.flow.parents.get(arg_node)
+            if not (isinstance(call, cst.Call) and self.index.resolve(call.func, call) == "builtins.len"):
+                continue
+            comparison = self.flow.parents.get(call)
+            if isinstance(comparison, cst.Comparison) and any(int_value(t.comparator) == 1 for t in comparison.comparisons):
+                return True
+            if isinstance(comparison, cst.ComparisonTarget) and int_value(self.flow.parents[comparison].left) == 1:
+                return True
+        return False
+
+    def _loop(self, loop: cst.For, state: Verdict, depth: int) -> Verdict:
+        """`for x in <collection>:` — what the body does with the order."""
+        first_match = self._loop_first_match(loop)
+        if first_match:
+            return self._end(state, HAZARD, loop.iter, first_match)
+        verdicts = []
+        for node in self._body_nodes(loop.body):
+            if isinstance(node, (cst.Yield,)):
+                return self._end(state, UNKNOWN, node)
+            accumulated = replace(self._step(state, loop.iter, materialized=True), loop=loop)
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if node.func.attr.value in ("append", "extend", "insert") and self._outer_target(node.func.value, loop):
+                    verdicts.append(self._into(node.func.value, node, accumulated, depth + 1))
+            elif isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign):
+                if self._outer_target(node.target, loop) and isinstance(node.value, (cst.List, cst.ListComp, cst.Tuple)):
+                    verdicts.append(self._into(node.target, node, accumulated, depth + 1))
+            elif isinstance(node, cst.Assign) and self._counter_index(node, loop):
+                return self._end(state, HAZARD, node, "an index map built in iteration order")
+        if not verdicts:
+            return self._end(state, SAFE, loop)
+        return combine(verdicts)
+
+    def _body_nodes(self, body: cst.CSTNode) -> list[cst.CSTNode]:
+        """Nodes of a loop body in source order, nested functions and classes left out."""
+        return list(subtree(body, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)))[1:]
+
+    def _outer_target(self, target: cst.BaseExpression, loop: cst.For) -> bool:
+        return isinstance(target, cst.Name) or self_attribute(target) is not None
+
+    def _loop_variables(self, loop: cst.For | cst.CompFor) -> set[str]:
+        names = set()
+        stack = [loop.target]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                names.add(node.value)
+            elif isinstance(node, (cst.Tuple, cst.List)):
+                stack.extend(e.value for e in node.elements)
+        return names
+
+    def _loop_first_match(self, loop: cst.For) -> str | None:
+        """`for x in c: ... return x` or `... y = x; break`: the first match in an unstable order."""
+        variables = self._loop_variables(loop)
+        for node in self._body_nodes(loop.body):
+            if isinstance(node, cst.Return) and node.value is not None and _mentions(node.value, variables):
+                if self._innermost_loop(node) is loop:
+                    return "which entry the loop returns first"
+            if isinstance(node, cst.Break) and self._innermost_loop(node) is loop:
+                block = self.flow.parents.get(self.flow.parents.get(node))
+                siblings = getattr(block, "body", ())
+                for statement in siblings:
+                    for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+                        if isinstance(small, cst.Assign) and _mentions(small.value, variables):
+                            return "which entry the loop keeps before it breaks"
+        return None
+
+    def _comp_first_match(self, comp) -> str | None:
+        parent = self.flow.parents.get(comp)
+        if isinstance(comp, cst.GeneratorExp) and isinstance(parent, cst.Arg):
+            call = self.flow.parents.get(parent)
+            if isinstance(call, cst.Call) and self.index.resolve(call.func, call) == "builtins.next" and call.args[0] is parent:
+                return SELECTING_CALLS["builtins.next"]
+        return None
+
+    def _innermost_loop(self, node) -> cst.CSTNode | None:
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return ancestor
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return None
+        return None
+
+    def _counter_index(self, statement: cst.Assign, loop: cst.For) -> bool:
+        """`d[x] = len(d)` or `d[x] = i` with `i += 1` in the loop: indices in iteration order."""
+        for target in statement.targets:
+            sub = target.target
+            if not isinstance(sub, cst.Subscript):
+                continue
+            value = statement.value
+            if isinstance(value, cst.Call) and self.index.resolve(value.func, value) == "builtins.len" and value.args:
+                if dotted(value.args[0].value) == dotted(sub.value) and dotted(sub.value):
+                    return True
+            if isinstance(value, cst.Name):
+                for node in self._body_nodes(loop.body):
+                    if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == value.value:
+                        return True
+        return False
+
+
+def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
+    if isinstance(expr, cst.Name):
+        return expr.value in names
+    return any(_mentions(child, names) for child in expr.children)
