@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable
 from torchrepro_lint.findings import Finding, Severity
 
 if TYPE_CHECKING:
-    from torchrepro_lint.context import LintContext
+    from torchrepro_lint.rules.context import LintContext
     from torchrepro_lint.project.index import ProjectModule
 
 MARKER = "# <-- "
