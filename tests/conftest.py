@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from torchrepro_lint.config import load_config
-from torchrepro_lint.engine import lint_paths
+from torchrepro_lint.pipeline.engine import lint_paths
 from torchrepro_lint.findings import LintResult
 
 MARK = re.compile(r"#\s*<--\s*((?:TRP\d{3}\s*,?\s*)+)")

@@ -1,6 +1,6 @@
 """The small project that sharded-run tests lint, and how they pin its files to processes."""
 
-from torchrepro_lint import shards
+from torchrepro_lint.pipeline.shards import protocol
 
 # Op rules on one file ask where the helper is called from in the others (a "uses" summary of
 # each of them), so shares must ask each other; one file does not parse.
@@ -40,8 +40,8 @@ FILES.update({f"part{i}.py": f"from ops import upsample\n\ndef f{i}(x):\n    ret
 
 def shard_project(tmp_path, monkeypatch):
     """FILES in a project that runs sharded from three files to parse, one process per file."""
-    monkeypatch.setattr(shards, "MIN_FILES", 3)
-    monkeypatch.setattr(shards, "FILES_PER_PROCESS", 1)
+    monkeypatch.setattr(protocol, "MIN_FILES", 3)
+    monkeypatch.setattr(protocol, "FILES_PER_PROCESS", 1)
     project = tmp_path / "proj"
     project.mkdir()
     (project / "pyproject.toml").write_text("[tool.torchrepro-lint]\nselect = ['ALL']\n")
@@ -58,7 +58,7 @@ def assign_ops_and_train_apart(jobs: int):
         if source.path.name == "ops.py":
             return 1
         if source.path.name == "train.py":
-            return jobs - 1 if jobs > 2 else shards.MAIN
-        return shards.MAIN
+            return jobs - 1 if jobs > 2 else protocol.MAIN
+        return protocol.MAIN
 
     return assigned

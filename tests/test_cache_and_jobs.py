@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import check_json
-from torchrepro_lint import staging
+from torchrepro_lint.pipeline import staging
 from torchrepro_lint.cli import main
 from torchrepro_lint.project.index import ProjectIndex
-from torchrepro_lint.source import SourceFile
+from torchrepro_lint.pipeline.source import SourceFile
 
 PROJECT = {
     "train.py": """

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from torchrepro_lint.config import load_config
-from torchrepro_lint.engine import lint_paths
+from torchrepro_lint.pipeline.engine import lint_paths
 
 DEMO = Path(__file__).resolve().parent.parent / "examples" / "demo"
 

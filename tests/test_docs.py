@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from torchrepro_lint.docs import expected_files
+from torchrepro_lint.rules.pages import expected_files
 from torchrepro_lint.rules import all_rules
 
 REPO = Path(__file__).resolve().parent.parent
@@ -14,7 +14,7 @@ def test_rule_pages_and_readme_table_are_current():
         for path, content in expected_files(REPO).items()
         if not path.exists() or path.read_text(encoding="utf-8") != content
     ]
-    assert stale == [], f"run `python -m torchrepro_lint.docs` to regenerate: {stale}"
+    assert stale == [], f"run `python -m torchrepro_lint.rules.pages` to regenerate: {stale}"
 
 
 def test_no_page_without_a_rule():

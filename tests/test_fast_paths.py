@@ -12,7 +12,7 @@ from libcst._nodes.base import CSTNode
 
 import torchrepro_lint
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
-from torchrepro_lint.source import parse_unvalidated
+from torchrepro_lint.pipeline.source import parse_unvalidated
 
 LITERALS = [
     "'plain'", '"double"', "r'\\d+'", "'\\n'", "b'bytes'", "'''one\ntwo'''", '""""""', "''",

@@ -8,12 +8,12 @@ import weakref
 
 import pytest
 
-from torchrepro_lint import memory, staging
 from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.pipeline import memory, staging
 from torchrepro_lint.analysis.op_matching.matcher import ops_in
 from torchrepro_lint.catalog import parse_version
 from torchrepro_lint.project.index import ProjectIndex
-from torchrepro_lint.source import SourceFile
+from torchrepro_lint.pipeline.source import SourceFile
 
 TRAINING = """\
 import torch

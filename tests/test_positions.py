@@ -6,8 +6,8 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
-from torchrepro_lint.positions import StatementSpans, _span
-from torchrepro_lint.source import SourceFile
+from torchrepro_lint.pipeline.positions import StatementSpans, _span
+from torchrepro_lint.pipeline.source import SourceFile
 
 TRICKY = {
     "nested blocks": '''

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import write_project
-from torchrepro_lint import progress
+from torchrepro_lint.pipeline import progress
 from torchrepro_lint.cli import main
 
 SCRIPT = "import torch\n\nif __name__ == '__main__':\n    torch.rand(3)\n"

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import lint_project, marked_lines, write_project
 from torchrepro_lint.config import load_config
-from torchrepro_lint.engine import lint_paths
+from torchrepro_lint.pipeline.engine import lint_paths
 from torchrepro_lint.rules import Rule, all_rules
 from torchrepro_lint.rules.base import occurs
 

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import check_json
 from shard_support import assign_ops_and_train_apart, shard_project
-from torchrepro_lint import shards, staging
+from torchrepro_lint.pipeline import staging
+from torchrepro_lint.pipeline.shards import protocol, worker
 
 
 @pytest.fixture
@@ -48,10 +49,10 @@ def _warnings(stderr: str) -> list[str]:
 @pytest.mark.parametrize(
     "where, name, replacement, jobs",
     [
-        (shards, "lower", _hangs_in_workers(shards.lower), "2"),
+        (protocol, "lower", _hangs_in_workers(protocol.lower), "2"),
         (staging.ModuleChecker, "check", _hangs_in_workers(staging.ModuleChecker.check), "2"),
         # a worker asked another's question never answers: the asker gets it from main
-        (shards._Questions, "_handle", _hangs_answering(shards._Questions._handle), "3"),
+        (worker._Questions, "_handle", _hangs_answering(worker._Questions._handle), "3"),
     ],
     ids=["hangs-lowering", "hangs-checking", "hangs-answering"],
 )
@@ -59,11 +60,11 @@ def test_a_hung_worker_is_stopped_and_its_share_done_by_the_main_process(
     root, capsys, monkeypatch, where, name, replacement, jobs
 ):
     _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
-    monkeypatch.setattr(shards, "HUNG_AFTER_SECONDS", 0.5)  # (the real deadline is minutes)
-    monkeypatch.setattr(shards, "HUNG_AFTER_SECONDS_PER_MB", 0.0)
+    monkeypatch.setattr(protocol, "HUNG_AFTER_SECONDS", 0.5)  # (the real deadline is minutes)
+    monkeypatch.setattr(protocol, "HUNG_AFTER_SECONDS_PER_MB", 0.0)
     monkeypatch.setattr(where, name, replacement)
     # worker 1 surely lowers ops.py and checks it (and, with three processes, asks worker 2)
-    monkeypatch.setattr(shards, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
+    monkeypatch.setattr(protocol, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
     code, sharded, stats, err = check_json(capsys, root, "--no-cache", "--jobs", jobs)
     assert code == 1 and sharded == alone and stats["workers"] == int(jobs) - 1
     said = _warnings(err)
@@ -72,10 +73,10 @@ def test_a_hung_worker_is_stopped_and_its_share_done_by_the_main_process(
 
 
 def test_the_deadline_grows_with_the_work_a_worker_holds(monkeypatch):
-    monkeypatch.setattr(shards, "HUNG_AFTER_SECONDS", 120.0)
-    monkeypatch.setattr(shards, "HUNG_AFTER_SECONDS_PER_MB", 60.0)
-    assert shards.allowance() == 120.0
-    assert shards.allowance(20_000_000) == 120.0 + 20 * 60.0
+    monkeypatch.setattr(protocol, "HUNG_AFTER_SECONDS", 120.0)
+    monkeypatch.setattr(protocol, "HUNG_AFTER_SECONDS_PER_MB", 60.0)
+    assert protocol.allowance() == 120.0
+    assert protocol.allowance(20_000_000) == 120.0 + 20 * 60.0
 
 
 # Run as the console script does (cli.run: its SIGTERM handler, os._exit), with a worker that
@@ -86,10 +87,10 @@ import os, signal, sys, threading
 # in the background of a non-interactive shell (`cmd &`, CI runners, nohup) inherits SIGINT
 # ignored, and so would this one: the test would then wait for an exit that never comes.
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from torchrepro_lint import shards
+from torchrepro_lint.pipeline.shards import protocol
 
 main_process = os.getpid()
-lower = shards.lower
+lower = protocol.lower
 
 def announcing(project, source, budget):
     if os.getpid() != main_process:
@@ -97,8 +98,8 @@ def announcing(project, source, budget):
         threading.Event().wait()
     return lower(project, source, budget)
 
-shards.lower = announcing
-shards.ASSIGNED = lambda source: 1 if source.path.name == "m0.py" else 0
+protocol.lower = announcing
+protocol.ASSIGNED = lambda source: 1 if source.path.name == "m0.py" else 0
 from torchrepro_lint.cli import run
 sys.argv = ["torchrepro-lint", "check", "--jobs", "2", "--cache-dir", sys.argv[2], sys.argv[1]]
 run()
@@ -154,7 +155,7 @@ def test_an_interrupted_sharded_run_leaves_no_worker_and_no_partial_cache_entry(
 # process pool (staging.ModuleChecker._check_all). A pool worker blocks inside its file's rules.
 INTERRUPTED_POOL = """
 import os, sys, threading
-from torchrepro_lint import staging
+from torchrepro_lint.pipeline import staging
 
 main_process = os.getpid()
 check = staging.ModuleChecker.check

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import check_json
 from shard_support import FILES, assign_ops_and_train_apart, shard_project
-from torchrepro_lint import shards, staging
+from torchrepro_lint.pipeline import staging
+from torchrepro_lint.pipeline.shards import hub, protocol, worker
 from torchrepro_lint.rules.trp102_partial_seed import PartialSeed
 
 
@@ -23,7 +24,7 @@ def test_shares_report_what_one_process_reports(root, capsys, monkeypatch):
     assert code == 1 and stats["workers"] == 0
     assert {f["code"] for f in alone} >= {"TRP000", "TRP301", "TRP402", "TRP501"}
     for jobs in ("2", "3"):
-        monkeypatch.setattr(shards, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
+        monkeypatch.setattr(protocol, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
         code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
         assert sharded == alone
         assert stats["workers"] == int(jobs) - 1
@@ -86,12 +87,12 @@ def _fails_answering(handle):
 @pytest.mark.parametrize(
     "where, name, replacement, jobs",
     [
-        (shards, "_work", _dies_at_once, "2"),
-        (shards, "_rebuild", _fails_after_lowering, "2"),
+        (worker, "work", _dies_at_once, "2"),
+        (worker, "_rebuild", _fails_after_lowering, "2"),
         (staging.ProgramRunner, "run", _in_workers_only(staging.ProgramRunner.run), "2"),
         (staging.ModuleChecker, "check", _in_workers_only(staging.ModuleChecker.check), "2"),
         # a worker that fails answering another's question: that one gets its answer from main
-        (shards._Questions, "_handle", _fails_answering(shards._Questions._handle), "3"),
+        (worker._Questions, "_handle", _fails_answering(worker._Questions._handle), "3"),
     ],
     ids=["dies-before-lowering", "fails-before-programs", "fails-in-programs", "fails-checking", "fails-answering"],
 )
@@ -99,7 +100,7 @@ def test_a_lost_worker_changes_nothing_but_the_time(root, capsys, monkeypatch, w
     _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     monkeypatch.setattr(where, name, replacement)
     # (with three processes, worker 2 surely gets worker 1's question about train.py)
-    monkeypatch.setattr(shards, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
+    monkeypatch.setattr(protocol, "ASSIGNED", assign_ops_and_train_apart(int(jobs)))
     code, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
     assert code == 1 and sharded == alone
     assert stats["workers"] == int(jobs) - 1  # started, then lost: the main process did their shares
@@ -114,7 +115,7 @@ def test_programs_are_interpreted_once_whichever_process_takes_them(root, capsys
 
 def test_no_more_processes_than_the_files_to_parse_pay_for(root, capsys, monkeypatch):
     _, alone, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
-    monkeypatch.setattr(shards, "FILES_PER_PROCESS", 5)  # 10 files to parse: two processes
+    monkeypatch.setattr(protocol, "FILES_PER_PROCESS", 5)  # 10 files to parse: two processes
     _, sharded, stats = check_json(capsys, root, "--no-cache", "--jobs", "4")[:3]
     assert sharded == alone and stats["workers"] == 1
 
@@ -164,7 +165,7 @@ def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
     main_process = os.getpid()
     started, starting = multiprocessing.get_context("fork").Pipe(duplex=False)  # a worker's "I began"
     hubs = []
-    check, share = staging.ProgramChecker.check, shards.Hub.share_program_rules
+    check, share = staging.ProgramChecker.check, hub.Hub.share_program_rules
 
     def sharing(hub, *args):
         # Called before the workers are told to check (so none of this run has begun a program):
@@ -190,7 +191,7 @@ def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
             in_main(index)
         return check(self, index)
 
-    monkeypatch.setattr(shards.Hub, "share_program_rules", sharing)
+    monkeypatch.setattr(hub.Hub, "share_program_rules", sharing)
     monkeypatch.setattr(staging.ProgramChecker, "check", checking)
 
 
@@ -275,13 +276,13 @@ def test_program_findings_of_a_sharded_run_are_cached_for_the_next(root, capsys,
 
 ORPHAN = """
 import os, sys
-from torchrepro_lint import shards
+from torchrepro_lint.pipeline.shards import hub, protocol, worker
 
 def die(self):  # the main process dies as soon as it has lowered its share
     os._exit(9)
     yield
 
-shards.Hub.collect = die
+hub.Hub.collect = die
 from torchrepro_lint.cli import run
 sys.argv = ["torchrepro-lint", "check", "--no-cache", "--jobs", "2", sys.argv[1]]
 run()
@@ -335,7 +336,7 @@ def test_the_tree_a_files_rules_read_is_never_dropped_while_they_run(tmp_path, m
     parsed for summaries. The file being checked may be one of them: its tree stays pinned."""
     from torchrepro_lint.project import summaries
     from torchrepro_lint.project.index import ProjectIndex
-    from torchrepro_lint.source import SourceFile
+    from torchrepro_lint.pipeline.source import SourceFile
 
     monkeypatch.setattr(staging, "SUMMARISED_TREES", 1)
     monkeypatch.setitem(summaries._KINDS, "test: statements", lambda module, argument: len(module.index.module.body))

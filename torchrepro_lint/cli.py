@@ -14,10 +14,10 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 from torchrepro_lint.config import FAIL_LEVELS, Config, ConfigError, load_config
-from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
-from torchrepro_lint.discovery import discover
+from torchrepro_lint.pipeline.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
+from torchrepro_lint.pipeline.discovery import discover
 from torchrepro_lint.findings import LintResult, Statistics
-from torchrepro_lint.progress import for_run
+from torchrepro_lint.pipeline.progress import for_run
 from torchrepro_lint.reporters import REPORTERS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -200,7 +200,7 @@ def _lint(args: argparse.Namespace, config: Config, paths: list[Path], stdin):
     that imports LibCST is loaded: that import alone costs more than the replay."""
     statistics = Statistics()
     if stdin:
-        from torchrepro_lint.engine import lint_sources
+        from torchrepro_lint.pipeline.engine import lint_sources
 
         return lint_sources([stdin], config, statistics=statistics), statistics
     files, errors = discover(paths, config, args.force_exclude)
@@ -213,7 +213,7 @@ def _lint(args: argparse.Namespace, config: Config, paths: list[Path], stdin):
         if found is not None:
             statistics.replayed = True
             return LintResult(found[0], found[1], len(files)), statistics
-    from torchrepro_lint.engine import lint_sources
+    from torchrepro_lint.pipeline.engine import lint_sources
 
     jobs = args.jobs if args.jobs is not None else default_jobs()
     progress = for_run(sys.stderr, os.environ, quiet=args.quiet, output_format=args.output_format)
@@ -244,7 +244,7 @@ def _report(args: argparse.Namespace, result, config: Config) -> int:
 
 def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name: Path, stdin_text: str | None) -> int:
     from torchrepro_lint.fixes.runner import fix_paths, fix_sources, write_atomically
-    from torchrepro_lint.source import source_encoding
+    from torchrepro_lint.pipeline.source import source_encoding
 
     if stdin_text is not None:
         outcome = fix_sources({stdin_name: stdin_text}, config, args.unsafe_fixes)
@@ -282,10 +282,10 @@ def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name
 def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> int:
     """Lint, then write `# noqa: CODES` on every reported line (fixes/noqa.py). The texts linted
     are the texts edited; a file changed on disk meanwhile is left alone."""
-    from torchrepro_lint.engine import lint_sources
+    from torchrepro_lint.pipeline.engine import lint_sources
     from torchrepro_lint.fixes.noqa import UNSUPPRESSIBLE, add_noqa
     from torchrepro_lint.fixes.runner import write_atomically
-    from torchrepro_lint.source import SourceError, read_source, source_encoding
+    from torchrepro_lint.pipeline.source import SourceError, read_source, source_encoding
 
     files, errors = discover(paths, config, args.force_exclude)
     texts: dict[Path, str] = {}
@@ -389,7 +389,7 @@ def _show_catalog(args: argparse.Namespace) -> int:
 
 
 def _show_rule(code: str) -> int:
-    from torchrepro_lint.docs import render_page
+    from torchrepro_lint.rules.pages import render_page
     from torchrepro_lint.rules import rule_by_code
 
     rule = rule_by_code(code)

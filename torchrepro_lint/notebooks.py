@@ -42,7 +42,7 @@ from json.decoder import scanstring
 from pathlib import Path
 
 from torchrepro_lint.findings import Edit, Finding, Fix
-from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
 NOTEBOOK_SUFFIX = ".ipynb"
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from torchrepro_lint.cli import main
 from torchrepro_lint.config import Config
-from torchrepro_lint.engine import lint_sources
+from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.findings import Finding, Severity
 from torchrepro_lint.fixes.noqa import add_to_text, comment_edit
 from torchrepro_lint.fixes.apply import edit_text

@@ -14,8 +14,8 @@ import pytest
 from integration_support import copy_project, run
 from torchrepro_lint import HOMEPAGE, __version__, rule_url
 from torchrepro_lint.config import Config
-from torchrepro_lint.docs import render_page
-from torchrepro_lint.engine import enabled_rules
+from torchrepro_lint.rules.pages import render_page
+from torchrepro_lint.pipeline.engine import enabled_rules
 from torchrepro_lint.findings import Edit, Finding, Fix, LintResult, Severity
 from torchrepro_lint.reporters.sarif import build_sarif, render_sarif
 from torchrepro_lint.rules import all_rules

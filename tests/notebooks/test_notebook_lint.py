@@ -9,8 +9,8 @@ import pytest
 from notebook_support import write_notebook, write_pyproject
 from torchrepro_lint.cli import main
 from torchrepro_lint.config import load_config
-from torchrepro_lint.discovery import discover
-from torchrepro_lint.engine import lint_paths
+from torchrepro_lint.pipeline.discovery import discover
+from torchrepro_lint.pipeline.engine import lint_paths
 
 
 def lint(root: Path):

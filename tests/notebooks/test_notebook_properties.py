@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from notebook_support import notebook
 from torchrepro_lint.config import Config
-from torchrepro_lint.engine import lint_sources
+from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.fixes.runner import fix_sources
 from torchrepro_lint.notebooks import lines_of, load_source, mask
 

@@ -75,7 +75,7 @@ def lint_one(root, files, given, cwd, monkeypatch):
     from pathlib import Path
 
     from torchrepro_lint.config import load_config
-    from torchrepro_lint.engine import lint_paths
+    from torchrepro_lint.pipeline.engine import lint_paths
 
     write_project(root, files, {"select": ["TRP105"]})
     monkeypatch.chdir(cwd)

@@ -101,7 +101,7 @@ def test_dunder_main_without_seed_is_a_program(lint):
 
 def test_console_script_target_is_an_entry_point(lint):
     from torchrepro_lint.config import load_config
-    from torchrepro_lint.engine import lint_paths
+    from torchrepro_lint.pipeline.engine import lint_paths
 
     files = {"proj/__init__.py": "", "proj/tool.py": "import torch\n\ndef run():\n    return torch.rand(3)\n"}
     assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()  # no script declared: a library

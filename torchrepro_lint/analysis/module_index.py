@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchrepro_lint.analysis.names import LOCAL, SHADOWED, NameResolver, Scope, dotted
-from torchrepro_lint.source import SourceFile
+from torchrepro_lint.pipeline.source import SourceFile
 
 Statement = cst.CSTNode  # a small statement (Expr, Assign, ...) or a compound statement
 

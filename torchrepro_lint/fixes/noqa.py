@@ -14,7 +14,7 @@ from pathlib import Path
 from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Edit, Finding, Fix
 from torchrepro_lint.fixes import apply
-from torchrepro_lint.source import ALL_CODES, NOQA_COMMENT, noqa_codes, physical_lines, string_last_rows, suppresses
+from torchrepro_lint.pipeline.source import ALL_CODES, NOQA_COMMENT, noqa_codes, physical_lines, string_last_rows, suppresses
 
 UNSUPPRESSIBLE = frozenset({"TRP000"})  # a file that does not parse is not linted: no noqa reaches it
 

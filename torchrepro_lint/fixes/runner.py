@@ -12,12 +12,12 @@ from pathlib import Path
 
 from torchrepro_lint import notebooks
 from torchrepro_lint.config import Config
-from torchrepro_lint.discovery import discover
-from torchrepro_lint.engine import lint_sources
+from torchrepro_lint.pipeline.discovery import discover
+from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.findings import Finding, LintResult
 from torchrepro_lint.fixes.apply import apply_fixes
-from torchrepro_lint.progress import NO_PROGRESS
-from torchrepro_lint.source import SourceError, read_source
+from torchrepro_lint.pipeline.progress import NO_PROGRESS
+from torchrepro_lint.pipeline.source import SourceError, read_source
 
 MAX_ROUNDS = 10
 

@@ -29,13 +29,13 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
+from torchrepro_lint.pipeline.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint, replay, run_key
 from torchrepro_lint.config import Config, installed_torch_version, load_config
-from torchrepro_lint.discovery import PYTHON_SUFFIXES, _is_virtualenv, is_excluded
-from torchrepro_lint.engine import lint_sources
+from torchrepro_lint.pipeline.discovery import PYTHON_SUFFIXES, _is_virtualenv, is_excluded
+from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.findings import Finding, LintResult
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
-from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
 LOG = logging.getLogger(__name__)
 VCS_MARKERS = (".git", ".hg", ".svn")

@@ -20,7 +20,7 @@ from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import Lowering
 from torchrepro_lint.project.known_apis import Helper
-from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
 
 # What the code running now reads of each module, for caching its results (see record()).

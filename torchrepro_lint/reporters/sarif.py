@@ -24,7 +24,7 @@ LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "
 
 
 def rule_descriptor(rule) -> dict:
-    from torchrepro_lint.docs import render_page
+    from torchrepro_lint.rules.pages import render_page
 
     page = render_page(rule)
     return {
@@ -95,7 +95,7 @@ def result_object(finding: Finding, rule_index: int | None, root: Path) -> dict:
 
 
 def build_sarif(result: LintResult, config: Config | None = None) -> dict:
-    from torchrepro_lint.engine import enabled_rules
+    from torchrepro_lint.pipeline.engine import enabled_rules
     from torchrepro_lint.rules import rule_by_code
 
     config = config if config is not None else Config(root=Path.cwd().resolve())

@@ -19,7 +19,7 @@ import libcst as cst
 from torchrepro_lint.findings import Finding, Severity
 
 if TYPE_CHECKING:
-    from torchrepro_lint.context import LintContext
+    from torchrepro_lint.rules.context import LintContext
     from torchrepro_lint.project.index import ProjectModule
 
 MARKER = "# <-- "

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchrepro_lint.context import describe
+from torchrepro_lint.rules.context import describe
 from torchrepro_lint.fixes.edits import insert_after_imports, insert_first_in_block, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import torch_randomness, trains

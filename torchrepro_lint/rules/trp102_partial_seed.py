@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.context import describe
+from torchrepro_lint.rules.context import describe
 from torchrepro_lint.fixes.edits import insert_after, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import main_path_seeds

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchrepro_lint.context import describe
+from torchrepro_lint.rules.context import describe
 from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.context import describe
+from torchrepro_lint.rules.context import describe
 from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
 

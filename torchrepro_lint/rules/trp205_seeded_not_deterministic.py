@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchrepro_lint.context import describe
+from torchrepro_lint.rules.context import describe
 from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
 from torchrepro_lint.project.programs import CLAIMS, main_path_seeds
 from torchrepro_lint.rules.trp202_cudnn_only_determinism import enable_deterministic_mode

@@ -20,13 +20,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrepro_lint.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint
+from torchrepro_lint.pipeline.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint
 from torchrepro_lint.config import Config, installed_torch_version, load_config
-from torchrepro_lint.discovery import PYTHON_SUFFIXES
+from torchrepro_lint.pipeline.discovery import PYTHON_SUFFIXES
 from torchrepro_lint.findings import Finding, Statistics
 from torchrepro_lint.integrations.project_cache import find_project, list_project
 from torchrepro_lint.server.memory_cache import MemoryCache
-from torchrepro_lint.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
 
 @dataclass
@@ -139,7 +139,7 @@ class ProjectSession:
     def analyse(self) -> Analysis:
         """Every linted file's findings, with the open buffers in place of the files. Raises
         ConfigError for a broken configuration."""
-        from torchrepro_lint.engine import PARSE_ERROR, lint_sources, parse_error_finding, selection_from
+        from torchrepro_lint.pipeline.engine import PARSE_ERROR, lint_sources, parse_error_finding, selection_from
 
         config = self.config()
         sources: list[tuple[Path, str | None]] = []
@@ -185,7 +185,7 @@ class ProjectSession:
         self._bad[path] = (text, failure)
         if good is None:
             return text  # never compiled: the engine reports it, and the project goes without it
-        from torchrepro_lint.engine import parse_error_finding
+        from torchrepro_lint.pipeline.engine import parse_error_finding
 
         broken[path] = parse_error_finding(display, failure)
         return good

@@ -28,15 +28,15 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager, nullcontext
 
-from torchrepro_lint import memory
-from torchrepro_lint.cache import canonical, digest, dumps_with_modules, loads_with_modules, structural_digest
-from torchrepro_lint.context import LintContext
+from torchrepro_lint.pipeline import memory
+from torchrepro_lint.pipeline.cache import canonical, digest, dumps_with_modules, loads_with_modules, structural_digest
+from torchrepro_lint.rules.context import LintContext
 from torchrepro_lint.findings import Finding
-from torchrepro_lint.progress import NO_PROGRESS
+from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import summaries
 from torchrepro_lint.project.programs import interpret, program_entries
-from torchrepro_lint.source import PARSES, SourceFile
+from torchrepro_lint.pipeline.source import PARSES, SourceFile
 
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
 # dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text).

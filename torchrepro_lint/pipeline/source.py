@@ -11,12 +11,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchrepro_lint import memory
+from torchrepro_lint.pipeline import memory
 
 if TYPE_CHECKING:  # LibCST is imported when a file is parsed: a cached run never needs it
     import libcst as cst
 
-    from torchrepro_lint.positions import StatementSpans
+    from torchrepro_lint.pipeline.positions import StatementSpans
 
 
 class SourceError(Exception):
@@ -208,7 +208,7 @@ class SourceFile:
         if node is None:
             return (1, 1, 1, 1)
         if self._spans is None:
-            from torchrepro_lint.positions import StatementSpans
+            from torchrepro_lint.pipeline.positions import StatementSpans
 
             tree = self.module
             if self.syntax_tree is None:

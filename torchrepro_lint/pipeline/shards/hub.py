@@ -1,105 +1,25 @@
-"""Cold runs on several cores: each process parses, lowers and checks its own share of files.
-
-A LibCST tree cannot be sent between processes (pickling one costs more than parsing it), and a
-file's tree is needed twice: to lower it to IR before the program model exists, and by the
-per-file rules after. So with `--jobs N`, N - 1 workers are forked before anything is parsed (fewer
-where there are fewer than FILES_PER_PROCESS files to parse for each), and every process takes work from counters they share, largest files first, so that their
-shares end together:
-
-1. Lowering. Each process lowers the files it takes, keeping their trees (within TREE_BUDGET).
-   Workers send their IR to the main process, which builds the project in file order and sends
-   each worker the IR it lacks, so that every process holds the same project.
-2. Programs. Every process takes the next program to interpret until none is left; workers
-   send the facts back (a program needs only IR, never a tree).
-3. Checking. Each worker receives the program facts and runs the per-file rules on the files
-   whose trees it kept, then on files whose tree nobody kept, taken like the rest. A rule that
-   needs a summary of a module lowered elsewhere (project/summaries.py) asks for it instead of
-   parsing that module: the main process routes the question to the process that lowered it,
-   which answers before each rule it runs (ModuleChecker.pause), or while it waits for an answer
-   of its own. (Summaries
-   never ask for other summaries, so a chain of questions always ends.) Results come back as
-   findings, errors and reads, as from ModuleChecker, with the summaries each worker computed,
-   for the cache's digests.
-4. Program rules, in the same stage: once it has checked its files, each process takes the next
-   program whose program rules are to run (those the cache does not hold), until none is left.
-   Their findings, errors and reads come back with the checked files'; the main process puts
-   them in program order and caches them (staging.ProgramChecker).
-
-A worker that dies or fails is replaced by the main process, which lowers, interprets, checks,
-summarises and runs the program rules on what that worker would have: the result is the same,
-only slower.
-"""
+"""The main process's side of a sharded run: the Hub forks the workers, hands out work, routes
+summary questions between processes, and takes over the share of a worker that dies or hangs."""
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import sys
 import time
-import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Callable
 
-from torchrepro_lint.cache import dumps_with_modules, loads_with_modules
+from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
+from torchrepro_lint.pipeline.shards import protocol
+from torchrepro_lint.pipeline.shards.protocol import (
+    INTERRUPTS, MAIN, ModulesByPath, Stages, WorkerHung, WorkerLost, allowance, take,
+)
+from torchrepro_lint.pipeline.shards import worker as worker_side  # by module: a test replaces worker_side.work
+from torchrepro_lint.pipeline.source import PARSES, SourceFile
 from torchrepro_lint.project import summaries
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule
-from torchrepro_lint.source import PARSES, ParseFailure, SourceFile
-
-# Below this many files to parse, forking costs more than it saves; and each process of a
-# sharded run should have at least this many (every one receives the whole project's IR).
-MIN_FILES = 24
-FILES_PER_PROCESS = 12
-MAIN = 0
-# Test hook: `ASSIGNED(source) -> shard` fixes which process lowers (and so keeps the tree of)
-# each file, instead of whichever takes it first, so that a test can make questions cross
-# processes. None in real runs.
-ASSIGNED: Callable[[SourceFile], int] | None = None
-
-
-# A worker that sends nothing for this long while the main process waits on it is hung: it is
-# killed and its share done by the main process. Generous (LibCST parses about 1 MB a second),
-# plus this much per megabyte of the work the worker may still hold when the wait begins.
-HUNG_AFTER_SECONDS = 120.0
-HUNG_AFTER_SECONDS_PER_MB = 60.0
-
-
-class WorkerLost(Exception):
-    """A worker exited or failed: the main process does its share instead."""
-
-
-class WorkerHung(WorkerLost):
-    """A worker sent nothing within its allowance while the main process waited on it."""
-
-
-def allowance(characters: int = 0) -> float:
-    """How long a worker may stay silent while it holds `characters` of source to work on."""
-    return HUNG_AFTER_SECONDS + HUNG_AFTER_SECONDS_PER_MB * characters / 1_000_000
-
-
-# -- lowering, in every process ----------------------------------------------------------------
-def lower(project: ProjectIndex, source: SourceFile, budget):
-    """Add `source` to the project: its module, or the ParseFailure that stopped it."""
-    try:
-        module = project.add(source)
-    except RecursionError:
-        return ParseFailure("file is too deeply nested to analyse")
-    except ParseFailure as exc:
-        return exc
-    if budget is not None:
-        budget.after_indexing(module)
-    return module
-
-
-def _lowered_outcome(project: ProjectIndex, outcome):
-    """What a worker sends for one file: its IR and digest and whether it kept the tree, or
-    its parse failure."""
-    if isinstance(outcome, ParseFailure):
-        return ("failure", (outcome.message, outcome.row, outcome.column))
-    return ("ir", outcome._ir, project.lowered.ir_digests.get(outcome.path), outcome.has_tree)
 
 
 # -- the main process's side -------------------------------------------------------------------
@@ -144,8 +64,8 @@ class Hub:
 
     def my_share(self):
         """The files the main process lowers: taken one by one while the workers take theirs."""
-        if ASSIGNED is not None:
-            yield from (source for source in self.pending if ASSIGNED(source) == MAIN)
+        if protocol.ASSIGNED is not None:
+            yield from (source for source in self.pending if protocol.ASSIGNED(source) == MAIN)
             return
         while (i := take(self._next["file"])) < len(self.pending):
             yield self.pending[i]
@@ -199,7 +119,7 @@ class Hub:
         facts: list = [None] * len(entries)
         while (i := take(self._next["program"])) < len(entries):
             facts[i] = run(self.project, entries[i].module, entries[i].as_main, entries[i].function)
-        modules = _Modules(self.project)
+        modules = ModulesByPath(self.project)
         for shard, worker in list(self.workers.items()):
             try:
                 message = worker.receive(allowance())  # it holds one program at most
@@ -425,7 +345,6 @@ class Hub:
         _forget(self)
 
 
-_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 @contextmanager
@@ -433,11 +352,11 @@ def _interrupts_held():
     """Ctrl-C and SIGTERM wait (the kernel keeps them pending) until the block ends: one that
     came between a fork and the hub's recording of the worker would leave that worker running
     after the run. The forked worker inherits the mask and lifts it first thing (_work)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
 
 
 # Hubs not closed yet. The engine aborts them all when a run is interrupted, which also covers
@@ -488,7 +407,7 @@ class _Worker:
         known = {str(s.path): s for s in known_sources}
         ours, theirs = context.Pipe()
         process = context.Process(
-            target=_work, args=(theirs, shard, project, pending, known, stages, counters, processes, [ours, *others]), daemon=True
+            target=worker_side.work, args=(theirs, shard, project, pending, known, stages, counters, processes, [ours, *others]), daemon=True
         )
         process.start()
         theirs.close()
@@ -538,192 +457,3 @@ class _Worker:
         self.connection.close()
         self.process.kill()
         self.process.join()
-
-
-# -- the worker's side -------------------------------------------------------------------------
-def _work(
-    connection, shard: int, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int,
-    main_ends: list,
-) -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)  # held by the main process while it forked
-    # The main process's ends of the pipes, inherited by the fork: closed, so that when the main
-    # process dies this worker's reads end (EOF) and its writes fail, and it exits.
-    for end in main_ends:
-        end.close()
-    parent = os.getppid()
-
-    def tasks(counter, count: int):
-        """The numbers this worker takes, until none is left or the main process is gone."""
-        while (i := take(counter)) < count:
-            if os.getppid() != parent:  # orphaned: nobody will read what we make
-                raise _Stopped
-            yield i
-
-    before = PARSES[0]
-    try:
-        budget = stages.budget(processes)
-        own = {}
-        outcomes = {}
-        for source in _files_to_lower(pending, tasks(counters["file"], len(pending)), shard):
-            outcome = lower(project, source, budget)
-            if isinstance(outcome, ProjectModule):
-                own[outcome.path] = outcome
-            outcomes[source.path] = _lowered_outcome(project, outcome)
-        connection.send(("lowered", outcomes))
-
-        _, layout, order = _expect(connection, "project")
-        _rebuild(project, known, layout, order)
-        _, jobs = _expect(connection, "programs")
-        runner = stages.runner(project)
-        resolved_before = runner.stats.programs_resolved
-        facts = {}
-        for i in tasks(counters["program"], len(jobs)):
-            path, as_main, function = jobs[i]
-            module = project.modules.get(path) or project.load_path(path)
-            facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
-        connection.send(("facts", facts, runner.stats.programs_resolved - resolved_before))
-
-        _, layout, order, facts, paths, treeless, rule_jobs = _expect(connection, "check")
-        _rebuild(project, known, layout, order)
-        programs = loads_with_modules(facts, _Modules(project))
-        questions = _Questions(connection, project, own)
-        project.lowered.remote = questions.ask
-        checker = stages.checker(project, programs, budget)
-        checker.pause = questions.serve
-        check = checker.check
-        results = {}
-        for path in paths:
-            questions.serve()
-            results[path] = check(project.modules[path])
-        for i in tasks(counters["check"], len(treeless)):
-            questions.serve()
-            results[treeless[i]] = check(project.modules[treeless[i]])
-        check_program = stages.program_checker(project, programs)
-        ruled = {}
-        for i in tasks(counters["rules"], len(rule_jobs)):
-            questions.serve()
-            ruled[rule_jobs[i]] = check_program(rule_jobs[i])
-        summaries_computed = project.lowered.summaries_computed()
-        connection.send(("done", results, ruled, summaries_computed, PARSES[0] - before, _peak_rss_mib()))
-        questions.serve(until_stopped=True)  # others may still ask about our trees
-    except (EOFError, OSError, _Stopped):
-        pass
-    except BaseException:  # noqa: BLE001 - reported to the main process, which takes over
-        try:
-            connection.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
-        except Exception:  # noqa: BLE001
-            pass
-    finally:
-        os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
-
-
-def _files_to_lower(pending: list[SourceFile], taken, shard: int):
-    """A worker's files to lower: those it takes, or those the test hook ASSIGNED to it."""
-    if ASSIGNED is None:
-        return (pending[i] for i in taken)
-    return (source for source in pending if ASSIGNED(source) == shard)
-
-
-def _peak_rss_mib() -> int:
-    try:
-        import resource
-    except ImportError:  # not on this platform
-        return 0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak >> 20 if sys.platform == "darwin" else peak >> 10  # bytes there, KiB elsewhere
-
-
-def _expect(connection, kind: str) -> tuple:
-    message = connection.recv()
-    if message[0] != kind:
-        raise _Stopped  # "stop": the main process needs nothing more of this worker
-    return message
-
-
-def take(counter) -> int:
-    """The next number from a counter shared by all processes."""
-    with counter.get_lock():
-        value = counter.value
-        counter.value = value + 1
-    return value
-
-
-class _Modules:
-    """Modules by path, for unpickling facts: a module that another process loaded from disk
-    is loaded here too."""
-
-    def __init__(self, project: ProjectIndex) -> None:
-        self.project = project
-
-    def __getitem__(self, path: Path) -> ProjectModule:
-        module = self.project.modules.get(path) or self.project.load_path(path)
-        if module is None:
-            raise KeyError(path)
-        return module
-
-
-class _Stopped(Exception):
-    """The main process said stop."""
-
-
-class _Questions:
-    """A worker's side of the summary questions: asking for another shard's, answering for its own."""
-
-    def __init__(self, connection, project: ProjectIndex, own: dict) -> None:
-        self.connection, self.project, self.own = connection, project, own
-        self._answers: dict = {}
-
-    def ask(self, module: ProjectModule, kind: str, argument: str, compute):
-        if module.path in self.own or module.has_tree or module.path not in self.project.modules:
-            return compute()
-        key = (module.path, kind, argument)
-        self.connection.send(("need", key))
-        while key not in self._answers:
-            self._handle(self.connection.recv())
-        return self._answers.pop(key)
-
-    def serve(self, until_stopped: bool = False) -> None:
-        """Answer the questions that have arrived; with `until_stopped`, until told to stop."""
-        try:
-            while until_stopped or self.connection.poll():
-                self._handle(self.connection.recv())
-        except _Stopped:
-            if not until_stopped:
-                raise
-
-    def _handle(self, message) -> None:
-        kind = message[0]
-        if kind == "compute":
-            _, key, asker = message
-            path, summary_kind, argument = key
-            value = summaries.current(self.project.modules[path], summary_kind, argument)
-            self.connection.send(("answer", key, value, asker))
-        elif kind == "answer":
-            self._answers[message[1]] = message[2]
-        elif kind == "stop":
-            raise _Stopped
-
-
-def _rebuild(project: ProjectIndex, known: dict, layout: list[tuple], order: list[Path]) -> None:
-    """Make the worker's project the main process's: add the modules in `layout` with the IR
-    they were sent with, then put every module in the main process's `order` (a module only
-    this worker loaded goes last). The worker's own modules keep their trees."""
-    store = project.lowered
-    for path, display, linted, module_ir, ir_digest, text in layout:
-        source = known.get(display) if text is None else SourceFile(Path(display), text)
-        store.prime(path, module_ir, ir_digest)
-        project.add(source, linted=linted)
-    modules = project.modules
-    ordered = {path: modules[path] for path in order if path in modules}
-    ordered.update((path, module) for path, module in modules.items() if path not in ordered)
-    project.replace_modules(ordered)
-
-
-@dataclass(frozen=True)
-class Stages:
-    """How a worker builds what the engine would: (all called in the worker)."""
-
-    budget: Callable  # (processes in the run) -> TreeBudget
-    runner: Callable  # (project) -> ProgramRunner
-    checker: Callable  # (project, programs, budget) -> a staging.ModuleChecker
-    program_checker: Callable  # (project, programs) -> check(program's index) -> (findings, errors, reads)

@@ -6,18 +6,20 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-from torchrepro_lint import notebooks, shards
-from torchrepro_lint.cache import Cache, config_fingerprint, digest, run_key
+from torchrepro_lint import notebooks
+from torchrepro_lint.pipeline.shards import hub as shard_hub
+from torchrepro_lint.pipeline.shards import protocol as shard_protocol
+from torchrepro_lint.pipeline.cache import Cache, config_fingerprint, digest, run_key
 from torchrepro_lint.config import Config
-from torchrepro_lint.context import LintContext
-from torchrepro_lint.discovery import discover
+from torchrepro_lint.rules.context import LintContext
+from torchrepro_lint.pipeline.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
-from torchrepro_lint.progress import NO_PROGRESS
+from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
-from torchrepro_lint.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
-from torchrepro_lint.staging import LoweredStore, ModuleChecker, ProgramChecker, ProgramRunner, TreeBudget, parallel_available
+from torchrepro_lint.pipeline.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.pipeline.staging import LoweredStore, ModuleChecker, ProgramChecker, ProgramRunner, TreeBudget, parallel_available
 
 PARSE_ERROR = "TRP000"
 
@@ -136,7 +138,7 @@ def lint_sources(
         return ProgramChecker(context, program_rules, cache, configuration, project.lowered).check
 
     # what a worker of a sharded run (shards.py) builds over its copy of the project
-    stages = shards.Stages(
+    stages = shard_protocol.Stages(
         TreeBudget.share,
         lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats),
         make_checker,
@@ -167,7 +169,7 @@ def lint_sources(
         findings += program_findings
         result.errors += program_errors
     except BaseException:  # interrupted (Ctrl-C, SIGTERM) or failed: no worker outlives the run
-        shards.abort_open_hubs()  # (this run's hub, even one interrupted while it forked)
+        shard_hub.abort_open_hubs()  # (this run's hub, even one interrupted while it forked)
         raise
     finally:
         progress.finish()
@@ -191,7 +193,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
     outcomes = {}
     if hub is not None:
         for source in hub.my_share():
-            outcomes[source.path] = shards.lower(project, source, budget)
+            outcomes[source.path] = shard_protocol.lower(project, source, budget)
             progress.advance("parsed")
         for source, lowered in hub.collect():
             progress.advance("parsed")
@@ -201,7 +203,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
                 project.lowered.prime(source.path.resolve(), lowered[1], lowered[2])
     for source in loaded:  # the rest: from the workers' IR, the cache's, or lowered here
         if source.path not in outcomes:
-            outcomes[source.path] = shards.lower(project, source, budget)
+            outcomes[source.path] = shard_protocol.lower(project, source, budget)
             progress.advance("parsed")
     if hub is not None:  # the order a one-process run adds them in (rules and programs iterate over it)
         ordered = (outcomes[source.path] for source in loaded)
@@ -209,16 +211,16 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
     return [parse_error_finding(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]
 
 
-def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stages) -> shards.Hub | None:
+def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stages) -> shard_hub.Hub | None:
     """Workers for a cold run (shards.py), when enough files must be parsed to pay for them."""
     if jobs <= 1 or not parallel_available():
         return None
     store = project.lowered
     pending = [s for s in loaded if not store.has(s, module_identity(s.path.resolve())[1])]
-    processes = min(jobs, len(pending) // shards.FILES_PER_PROCESS)
-    if len(pending) < shards.MIN_FILES or processes < 2:
+    processes = min(jobs, len(pending) // shard_protocol.FILES_PER_PROCESS)
+    if len(pending) < shard_protocol.MIN_FILES or processes < 2:
         return None
-    return shards.Hub(project, pending, loaded, processes, stages)
+    return shard_hub.Hub(project, pending, loaded, processes, stages)
 
 
 def _outside_digests(project: ProjectIndex) -> dict[str, str]:

@@ -1,0 +1,174 @@
+"""A worker's side of a sharded run: lower its share, interpret programs, check its files and run
+program rules, answering the summary questions other processes ask about the trees it holds."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
+from torchrepro_lint.pipeline.shards import protocol
+from torchrepro_lint.pipeline.shards.protocol import INTERRUPTS, ModulesByPath, Stages, lowered_outcome, take
+from torchrepro_lint.pipeline.source import PARSES, SourceFile
+from torchrepro_lint.project import summaries
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+
+
+# -- the worker's side -------------------------------------------------------------------------
+def work(
+    connection, shard: int, project: ProjectIndex, pending: list[SourceFile], known: dict, stages: Stages, counters, processes: int,
+    main_ends: list,
+) -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)  # held by the main process while it forked
+    # The main process's ends of the pipes, inherited by the fork: closed, so that when the main
+    # process dies this worker's reads end (EOF) and its writes fail, and it exits.
+    for end in main_ends:
+        end.close()
+    parent = os.getppid()
+
+    def tasks(counter, count: int):
+        """The numbers this worker takes, until none is left or the main process is gone."""
+        while (i := take(counter)) < count:
+            if os.getppid() != parent:  # orphaned: nobody will read what we make
+                raise _Stopped
+            yield i
+
+    before = PARSES[0]
+    try:
+        budget = stages.budget(processes)
+        own = {}
+        outcomes = {}
+        for source in _files_to_lower(pending, tasks(counters["file"], len(pending)), shard):
+            outcome = protocol.lower(project, source, budget)
+            if isinstance(outcome, ProjectModule):
+                own[outcome.path] = outcome
+            outcomes[source.path] = lowered_outcome(project, outcome)
+        connection.send(("lowered", outcomes))
+
+        _, layout, order = _expect(connection, "project")
+        _rebuild(project, known, layout, order)
+        _, jobs = _expect(connection, "programs")
+        runner = stages.runner(project)
+        resolved_before = runner.stats.programs_resolved
+        facts = {}
+        for i in tasks(counters["program"], len(jobs)):
+            path, as_main, function = jobs[i]
+            module = project.modules.get(path) or project.load_path(path)
+            facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
+        connection.send(("facts", facts, runner.stats.programs_resolved - resolved_before))
+
+        _, layout, order, facts, paths, treeless, rule_jobs = _expect(connection, "check")
+        _rebuild(project, known, layout, order)
+        programs = loads_with_modules(facts, ModulesByPath(project))
+        questions = _Questions(connection, project, own)
+        project.lowered.remote = questions.ask
+        checker = stages.checker(project, programs, budget)
+        checker.pause = questions.serve
+        check = checker.check
+        results = {}
+        for path in paths:
+            questions.serve()
+            results[path] = check(project.modules[path])
+        for i in tasks(counters["check"], len(treeless)):
+            questions.serve()
+            results[treeless[i]] = check(project.modules[treeless[i]])
+        check_program = stages.program_checker(project, programs)
+        ruled = {}
+        for i in tasks(counters["rules"], len(rule_jobs)):
+            questions.serve()
+            ruled[rule_jobs[i]] = check_program(rule_jobs[i])
+        summaries_computed = project.lowered.summaries_computed()
+        connection.send(("done", results, ruled, summaries_computed, PARSES[0] - before, _peak_rss_mib()))
+        questions.serve(until_stopped=True)  # others may still ask about our trees
+    except (EOFError, OSError, _Stopped):
+        pass
+    except BaseException:  # noqa: BLE001 - reported to the main process, which takes over
+        try:
+            connection.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+def _files_to_lower(pending: list[SourceFile], taken, shard: int):
+    """A worker's files to lower: those it takes, or those the test hook ASSIGNED to it."""
+    if protocol.ASSIGNED is None:
+        return (pending[i] for i in taken)
+    return (source for source in pending if protocol.ASSIGNED(source) == shard)
+
+
+def _peak_rss_mib() -> int:
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak >> 20 if sys.platform == "darwin" else peak >> 10  # bytes there, KiB elsewhere
+
+
+def _expect(connection, kind: str) -> tuple:
+    message = connection.recv()
+    if message[0] != kind:
+        raise _Stopped  # "stop": the main process needs nothing more of this worker
+    return message
+
+
+class _Stopped(Exception):
+    """The main process said stop."""
+
+
+class _Questions:
+    """A worker's side of the summary questions: asking for another shard's, answering for its own."""
+
+    def __init__(self, connection, project: ProjectIndex, own: dict) -> None:
+        self.connection, self.project, self.own = connection, project, own
+        self._answers: dict = {}
+
+    def ask(self, module: ProjectModule, kind: str, argument: str, compute):
+        if module.path in self.own or module.has_tree or module.path not in self.project.modules:
+            return compute()
+        key = (module.path, kind, argument)
+        self.connection.send(("need", key))
+        while key not in self._answers:
+            self._handle(self.connection.recv())
+        return self._answers.pop(key)
+
+    def serve(self, until_stopped: bool = False) -> None:
+        """Answer the questions that have arrived; with `until_stopped`, until told to stop."""
+        try:
+            while until_stopped or self.connection.poll():
+                self._handle(self.connection.recv())
+        except _Stopped:
+            if not until_stopped:
+                raise
+
+    def _handle(self, message) -> None:
+        kind = message[0]
+        if kind == "compute":
+            _, key, asker = message
+            path, summary_kind, argument = key
+            value = summaries.current(self.project.modules[path], summary_kind, argument)
+            self.connection.send(("answer", key, value, asker))
+        elif kind == "answer":
+            self._answers[message[1]] = message[2]
+        elif kind == "stop":
+            raise _Stopped
+
+
+def _rebuild(project: ProjectIndex, known: dict, layout: list[tuple], order: list[Path]) -> None:
+    """Make the worker's project the main process's: add the modules in `layout` with the IR
+    they were sent with, then put every module in the main process's `order` (a module only
+    this worker loaded goes last). The worker's own modules keep their trees."""
+    store = project.lowered
+    for path, display, linted, module_ir, ir_digest, text in layout:
+        source = known.get(display) if text is None else SourceFile(Path(display), text)
+        store.prime(path, module_ir, ir_digest)
+        project.add(source, linted=linted)
+    modules = project.modules
+    ordered = {path: modules[path] for path in order if path in modules}
+    ordered.update((path, module) for path, module in modules.items() if path not in ordered)
+    project.replace_modules(ordered)
