@@ -224,6 +224,31 @@ def test_replay_notices_a_fixed_module_it_could_not_load(tmp_path, capsys):
     assert found == check_train("--no-cache")[0]
 
 
+SEEDED_BY_A_MODULE_TO_COME = {
+    "train.py": """
+import torch
+from seeding import fix_seeds
+
+fix_seeds()
+model = torch.nn.Linear(2, 2)
+""",
+}
+
+
+@pytest.mark.parametrize("linted", ["the project", "train.py alone"])
+def test_a_module_that_an_import_missed_is_seen_when_it_appears(tmp_path, capsys, linted):
+    # The import of `seeding` found nothing, so the seed was unknown (TRP101). The file that then
+    # appears must be read: cached program facts and findings recorded that the import missed.
+    root = _project(tmp_path, SEEDED_BY_A_MODULE_TO_COME)
+    target = root if linted == "the project" else root / "train.py"
+    cache = str(tmp_path / "cache")
+    before = check_json(capsys, target, "--cache-dir", cache)[1]
+    assert [f["code"] for f in before] == ["TRP101"]
+    (root / "seeding.py").write_text("import torch\n\n\ndef fix_seeds():\n    torch.manual_seed(0)\n")
+    assert check_json(capsys, target, "--cache-dir", cache)[1] == []
+    assert check_json(capsys, target, "--no-cache")[1] == []
+
+
 def test_corrupt_entries_are_ignored_with_a_warning(tmp_path, capsys):
     root = _project(tmp_path)
     cache = tmp_path / "cache"

@@ -126,3 +126,39 @@ def test_the_server_command_without_the_extra_says_how_to_install_it(monkeypatch
     monkeypatch.delitem(sys.modules, "torchrepro_lint.server.app", raising=False)
     assert cli.main(["server"]) == cli.EXIT_ERROR
     assert "pip install 'torchrepro-lint[server]'" in capsys.readouterr().err
+
+
+TRAIN_WITH_IMPORTED_SEED = "import torch\nfrom {module} import fix_seeds\n\nfix_seeds()\nmodel = torch.nn.Linear(2, 2)\n"
+SEEDING = "import torch\n\n\ndef fix_seeds():\n    torch.manual_seed(0)\n"
+
+
+def _codes_in(session, path: Path) -> list[str]:
+    return [f.code for f in session.analyse().findings.get(path, [])]
+
+
+def test_a_module_that_appears_next_to_the_script_is_imported_at_the_next_analysis(tmp_path: Path):
+    # The session remembers import candidates missing on disk between analyses; a new file in a
+    # listed directory changes the listing, which forgets them.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    train = (tmp_path / "train.py").resolve()
+    train.write_text(TRAIN_WITH_IMPORTED_SEED.format(module="seeding"))
+    session = Workspace(tmp_path, persistent=False).open(train, train.read_text())
+    assert _codes_in(session, train) == ["TRP101"]
+    assert (tmp_path / "seeding.py").resolve() in session.absent
+    (tmp_path / "seeding.py").write_text(SEEDING)
+    assert _codes_in(session, train) == []
+
+
+def test_a_module_created_where_nothing_is_listed_counts_once_the_client_says_files_changed(tmp_path: Path):
+    # vendor/ is excluded from linting but importable: its listing does not change when a file
+    # comes, so the missing candidate is forgotten when the client reports the change.
+    (tmp_path / "pyproject.toml").write_text('[tool.torchrepro-lint]\nexclude = ["vendor"]\n')
+    (tmp_path / "vendor").mkdir()
+    (tmp_path / "vendor" / "__init__.py").write_text("")
+    train = (tmp_path / "train.py").resolve()
+    train.write_text(TRAIN_WITH_IMPORTED_SEED.format(module="vendor.seeding"))
+    session = Workspace(tmp_path, persistent=False).open(train, train.read_text())
+    assert _codes_in(session, train) == ["TRP101"]
+    (tmp_path / "vendor" / "seeding.py").write_text(SEEDING)
+    session.files_changed()
+    assert _codes_in(session, train) == []

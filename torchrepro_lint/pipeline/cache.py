@@ -29,7 +29,8 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 3  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests
+FORMAT = 4  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+# 4: results record the imports that found no module ("missing" reads)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
@@ -164,6 +165,38 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 
 # -- whole runs --------------------------------------------------------------------------------------
+def missing_files_witnesses(paths) -> dict[str, str]:
+    """What tells a replay that no file among `paths` (import candidates that were missing) has
+    appeared: the modification time of the deepest directory above each that exists, which
+    changes when an entry is created in it. A few directories stand for thousands of files
+    (9,641 candidates on pytorch-image-models), so a replay checks them at the cost of a few stats."""
+    witnesses: dict[str, str] = {}
+    existing: dict[Path, Path] = {}
+    for path in paths:
+        directory = path.parent
+        chain = []
+        while directory not in existing and not directory.is_dir() and directory.parent != directory:
+            chain.append(directory)
+            directory = directory.parent
+        directory = existing.get(directory, directory)
+        for step in chain:
+            existing[step] = directory
+        existing[path.parent] = directory
+        if _DIRECTORY + str(directory) not in witnesses:
+            witnesses[_DIRECTORY + str(directory)] = _modified(directory)
+    return witnesses
+
+
+_DIRECTORY = "directory:"  # a witness key, beside the paths of files whose bytes are digested
+
+
+def _modified(directory: Path | str) -> str:
+    try:
+        return str(os.stat(directory).st_mtime_ns)
+    except OSError:
+        return "gone"  # never a modification time: no replay
+
+
 def run_key(configuration: str, files: list[Path], errors: list[str]) -> str:
     """Key of a whole run: the configuration and the bytes of every file it lints."""
     contents = []
@@ -177,12 +210,16 @@ def run_key(configuration: str, files: list[Path], errors: list[str]) -> str:
 
 def replay(cache: Cache, key: str):
     """(findings, errors) of this exact run, if the modules it imported without linting are
-    unchanged too; None otherwise."""
+    unchanged too, and the files its imports looked for in vain still missing; None otherwise."""
     entry = cache.get("run", key)
     if entry is None:
         return None
     outside, findings, errors = entry
     for path, content in outside.items():
+        if path.startswith(_DIRECTORY):
+            if _modified(path[len(_DIRECTORY):]) != content:
+                return None
+            continue
         try:
             if digest(Path(path).read_bytes()) != content:
                 return None

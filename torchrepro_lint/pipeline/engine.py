@@ -9,7 +9,7 @@ from pathlib import Path
 from torchrepro_lint import notebooks
 from torchrepro_lint.pipeline.shards import hub as shard_hub
 from torchrepro_lint.pipeline.shards import protocol as shard_protocol
-from torchrepro_lint.pipeline.cache import Cache, config_fingerprint, digest, run_key
+from torchrepro_lint.pipeline.cache import Cache, config_fingerprint, digest, missing_files_witnesses, run_key
 from torchrepro_lint.config import Config
 from torchrepro_lint.rules.context import LintContext
 from torchrepro_lint.pipeline.discovery import discover
@@ -225,9 +225,10 @@ def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stage
 
 def _outside_digests(project: ProjectIndex) -> dict[str, str]:
     """The bytes a replay must find unchanged besides the linted files: modules imported
-    without being linted, and those that failed to load (they may be fixed since)."""
+    without being linted, those that failed to load (they may be fixed since), and the files
+    imports looked for in vain (one may have appeared)."""
     paths = [m.path for m in project.modules.values() if not m.linted] + list(project.load_errors)
-    out = {}
+    out = missing_files_witnesses(project.missing_files)
     for path in paths:
         try:
             out[str(path)] = digest(path.read_bytes())

@@ -277,17 +277,23 @@ class Digests:
     def __init__(self, project: ProjectIndex, programs, store: LoweredStore) -> None:
         self.project, self.programs, self.store = project, programs, store
         self._programs_memo: dict = {}
+        self._missing_memo: dict = {}
 
     def of(self, read) -> str | None:
         kind, path = read
         if kind == "programs":
             return self._programs_digest(path)
         if kind == "mentions":
-            return digest(sorted(str(m.path) for m in self.project.modules.values() if path in m.source.text))
+            return digest(sorted(str(m.path) for m in self.project.mentioning(path)))
         if kind == "reported":
             module = self.project.modules.get(path)
             # a finding holds its display path and lines, and only linted modules get findings
             return None if module is None else digest(module.linted, module.source.path.as_posix(), self.store.text_digest(module))
+        if kind == "missing":  # an import that found no module: which of its files exist now
+            found = self._missing_memo.get(path)
+            if found is None:
+                found = self._missing_memo[path] = digest(self.project.files_named(*path))
+            return found
         if kind == "display":  # a message naming another module's file
             module = self.project.modules.get(path)
             return None if module is None else digest(module.source.path.as_posix())
@@ -323,6 +329,7 @@ class ProgramRunner:
 
     def __init__(self, project: ProjectIndex, cache, configuration: str, store, stats) -> None:
         self.project, self.cache, self.configuration, self.store, self.stats = project, cache, configuration, store, stats
+        self._digests: Digests | None = None
 
     def find(self, console_scripts, hub=None):
         """Every program; with a `hub` (shards.py), interpreted by every process at once."""
@@ -339,12 +346,19 @@ class ProgramRunner:
         self.stats.programs = len(entries)
         return [entry.program(found) for entry, found in zip(entries, facts)]
 
+    def _digests_of(self, project) -> Digests:
+        """One Digests for the programs of a run: what they read overlaps (the same imports)."""
+        found = self._digests
+        if found is None or found.project is not project:
+            found = self._digests = Digests(project, [], self.store)
+        return found
+
     def run(self, project, module, as_main, function=None):
         if self.cache is None:
             self.stats.programs_resolved += 1
             return interpret(project, module, as_main, function)
         key = digest(self.configuration, "program", str(module.path), as_main, function)
-        digests = Digests(project, [], self.store)
+        digests = self._digests_of(project)
         found = self.cache.get("program", key)
         if found is not None:
             reads, data = found

@@ -17,6 +17,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.text_memo import TextMemo
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import Lowering
 from torchrepro_lint.project.known_apis import Helper
@@ -166,6 +167,29 @@ def module_identity(path: Path) -> tuple[str, str | None, Path]:
     return name, package, directory
 
 
+_contains = TextMemo(lambda text, word: word in text)
+
+
+@lru_cache(maxsize=4096)
+def _path_of(text: str) -> Path:
+    return Path(text)
+
+
+@lru_cache(maxsize=4096)
+def _search_roots(search_root: Path, root: Path) -> tuple[Path, ...]:
+    """Where an import from a module under `search_root` looks, in order (built once per pair:
+    resolution asks for them thousands of times a run)."""
+    return tuple(dict.fromkeys([search_root, root, root / "src"]))
+
+
+@lru_cache(maxsize=65536)
+def _candidate_files(root: Path, dotted_name: str) -> tuple[Path, Path]:
+    """`root/a/b.py` and `root/a/b/__init__.py` for `a.b`: the same Path objects each time, whose
+    hashes are computed once (resolution looks up thousands of them in every run)."""
+    relative = Path(*dotted_name.split("."))
+    return root / relative.with_suffix(".py"), root / relative / "__init__.py"
+
+
 @dataclass
 class ProjectIndex:
     root: Path
@@ -185,6 +209,15 @@ class ProjectIndex:
     # module id -> what importing it brings in when its top level is inert (interpreter.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
+    _mentioning: dict[str, list] = field(default_factory=dict, repr=False)  # modules_mentioning
+    _files_named: dict[tuple[str, str], tuple] = field(default_factory=dict, repr=False)  # files_named
+    # Candidate files of an import found missing on disk (`torch/nn.py` under the project root),
+    # shared by the indexes of a long-lived process (the language server builds one per edit and
+    # re-probed about 11,000 candidates each time); its owner empties it when files may have come.
+    absent: set | None = field(default=None, repr=False)
+    # Every import candidate found missing in this run: a replay of the run is valid only while
+    # they are still missing (engine._outside_digests).
+    missing_files: set = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
@@ -227,13 +260,23 @@ class ProjectIndex:
         self.inert_imports.clear()
         self._resolved.clear()
         self._imported.clear()
+        self._mentioning.clear()
+        self._files_named.clear()
 
     def modules_mentioning(self, word: str) -> list[ProjectModule]:
         """The modules whose text contains `word`: a cheap filter before reading their trees.
         Recorded as one read, so a cached result depends on which modules match, not on
         every module's text."""
         note_read("mentions", word)
-        return [m for m in self.modules.values() if word in m.source.text]
+        return self.mentioning(word)
+
+    def mentioning(self, word: str) -> list[ProjectModule]:
+        """modules_mentioning without recording the read (the cache's digests ask it too:
+        every program's cached facts that read a word, about 500 scans of every text per run)."""
+        found = self._mentioning.get(word)
+        if found is None:
+            found = self._mentioning[word] = [m for m in self.modules.values() if _contains(m.source.text, word)]
+        return found
 
     @property
     def linted_modules(self) -> list[ProjectModule]:
@@ -241,8 +284,10 @@ class ProjectIndex:
 
     # -- resolution --------------------------------------------------------------------
     def search_roots(self, importer: ProjectModule) -> list[Path]:
-        roots = [importer.search_root, self.root, self.root / "src"]
-        return list(dict.fromkeys(roots))
+        return self._search_roots(importer.search_root)
+
+    def _search_roots(self, search_root: Path) -> tuple[Path, ...]:
+        return _search_roots(search_root, self.root)
 
     def module_named(self, dotted_name: str, importer: ProjectModule) -> ProjectModule | None:
         if not dotted_name:
@@ -253,7 +298,24 @@ class ProjectIndex:
         module, broken = self._named[key]
         for path in broken:  # a result built on this import changes when the file is fixed
             note_read("content", path)
+        if module is None:  # ... or when a file by that name appears
+            note_read("missing", (dotted_name, str(importer.search_root)))
         return module
+
+    def files_named(self, dotted_name: str, search_root: str) -> tuple[str, ...]:
+        """The candidate files for `dotted_name` that exist, as a module of the project or on disk:
+        the value of a ("missing", (dotted_name, search_root)) read, which changes when one of
+        them appears."""
+        key = (dotted_name, search_root)
+        found = self._files_named.get(key)
+        if found is None:
+            existing = []
+            for root in self._search_roots(_path_of(search_root)):
+                for candidate in _candidate_files(root, dotted_name):
+                    if candidate in self.modules or candidate in self.load_errors or self._on_disk(candidate):
+                        existing.append(str(candidate))
+            found = self._files_named[key] = tuple(existing)
+        return found
 
     def modules_imported(self, importer: ProjectModule, ref: int, names: tuple[str, ...]) -> tuple:
         """The project modules that the import statement `ref` of `importer` (naming `names`, in
@@ -274,10 +336,9 @@ class ProjectIndex:
 
     def _find_module(self, dotted_name: str, importer: ProjectModule) -> tuple[ProjectModule | None, tuple]:
         """(the module, the candidate files passed over because they do not load)."""
-        relative = Path(*dotted_name.split("."))
         broken = []
         for root in self.search_roots(importer):
-            for candidate in (root / relative.with_suffix(".py"), root / relative / "__init__.py"):
+            for candidate in _candidate_files(root, dotted_name):
                 module = self.modules.get(candidate)
                 if module is None and candidate not in self.load_errors:
                     module = self._load_from_disk(candidate)
@@ -294,9 +355,22 @@ class ProjectIndex:
             found = self._load_from_disk(path)
         return found
 
+    def _on_disk(self, candidate: Path) -> bool:
+        """Whether an import candidate is a file of this project on disk."""
+        absent = self.absent
+        if absent is not None and candidate in absent:
+            self.missing_files.add(candidate)
+            return False
+        if not candidate.is_file():
+            self.missing_files.add(candidate)
+            if absent is not None:
+                absent.add(candidate)
+            return False
+        return candidate.is_relative_to(self.root)
+
     def _load_from_disk(self, candidate: Path) -> ProjectModule | None:
         try:
-            if not candidate.is_file() or not candidate.is_relative_to(self.root):
+            if not self._on_disk(candidate):
                 return None
             module = self.add(SourceFile(candidate, read_source(candidate)), linted=False)
         except (SourceError, ParseFailure) as exc:

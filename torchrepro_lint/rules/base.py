@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable
 
 import libcst as cst
 
+from torchrepro_lint.analysis.text_memo import TextMemo
 from torchrepro_lint.findings import Finding, Severity
 
 if TYPE_CHECKING:
@@ -60,7 +61,10 @@ def _whole_word(word: str) -> re.Pattern:
 def occurs(word: str, text: str) -> bool:
     """`word` in `text`, not as part of a longer identifier: an identifier (or a string key
     such as "num_workers") always stands between characters that cannot continue it."""
-    return word in text and _whole_word(word).search(text) is not None
+    return _occurs(text, word)
+
+
+_occurs = TextMemo(lambda text, word: word in text and _whole_word(word).search(text) is not None)
 
 
 def programs_for(context, module, node) -> list:

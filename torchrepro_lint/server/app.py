@@ -211,6 +211,7 @@ def build(persistent: bool = True) -> TorchReproServer:
                         session.forget_config()
         # Files on disk are re-read by their stat; every project with open files is analysed again.
         for session in list(ls.model.sessions.values()):
+            session.files_changed()
             ls.refresh(session)
 
     return server

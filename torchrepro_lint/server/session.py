@@ -25,6 +25,7 @@ from torchrepro_lint.config import Config, installed_torch_version, load_config
 from torchrepro_lint.pipeline.discovery import PYTHON_SUFFIXES
 from torchrepro_lint.findings import Finding, Statistics
 from torchrepro_lint.integrations.project_cache import find_project, list_project
+from torchrepro_lint.project.index import ProjectIndex
 from torchrepro_lint.server.memory_cache import MemoryCache
 from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
@@ -73,6 +74,9 @@ class ProjectSession:
         self._texts: dict[Path, tuple] = {}  # files on disk: path -> (stat, text)
         self._config: tuple | None = None  # (pyproject stat, Config)
         self._listing = None
+        # Import candidates missing on disk, kept between analyses (project/index.py); emptied
+        # when the listing changes or the client says files changed, as a new file may be one.
+        self.absent: set[Path] = set()
         self.cache: MemoryCache | None = None
         self.last: Analysis | None = None
 
@@ -98,6 +102,10 @@ class ProjectSession:
         """Read the configuration again on the next analysis (the client said pyproject.toml changed)."""
         self._config = None
 
+    def files_changed(self) -> None:
+        """The client saw files change on disk: one may be a module an import looked for."""
+        self.absent.clear()
+
     def _disk_cache(self, config: Config) -> Cache | None:
         if not self.persistent or self.standalone:
             return None
@@ -111,6 +119,7 @@ class ProjectSession:
             listing = self._listing
             if listing is None or any(_mtime(d) != m for d, m in listing.dirs.items()):
                 listing = self._listing = list_project(self.root, config)
+                self.absent.clear()
             listed, members = listing.files, listing.members
         extra = [p for p in self.buffers if p not in members and p.name.endswith(PYTHON_SUFFIXES)]
         return [*listed, *sorted(extra, key=lambda p: p.as_posix())]
@@ -158,7 +167,11 @@ class ProjectSession:
             sources.append((display, text))
         self.cache.persist = not unsaved
         statistics = Statistics()
-        result = lint_sources(sources, config, cache=self.cache, statistics=statistics)
+        absent = self.absent
+        result = lint_sources(
+            sources, config, cache=self.cache, statistics=statistics,
+            make_index=lambda root, helpers: ProjectIndex(root, helpers, absent=absent),
+        )
         self.cache.end_run()
         analysis = Analysis(errors=result.errors, statistics=statistics)
         for finding in result.findings:
