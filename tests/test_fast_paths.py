@@ -66,7 +66,7 @@ def test_validation_is_back_after_the_parse():
 def test_path_states_hash_once_and_never_carry_a_hash_elsewhere():
     import pickle
 
-    from torchrepro_lint.project.interpreter import PathState
+    from torchrepro_lint.project.interpreter.states import PathState
 
     state = PathState(assumptions=frozenset({("args.det", True)}))
     assert hash(state) == hash(PathState(assumptions=frozenset({("args.det", True)})))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import reported
-from torchrepro_lint.project import interpreter
-from torchrepro_lint.project.interpreter import _CallbackRun, _ImportWalk
+from torchrepro_lint.project.interpreter import recordings, run
+from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
 
 PACKAGE_SEEDS = {
     "pkg/__init__.py": "import torch\n\ntorch.manual_seed(0)\n",
@@ -56,13 +56,13 @@ PACKAGE_DOES_EVERYTHING = {
 @pytest.fixture
 def count_walks(monkeypatch):
     recorded = []
-    original = _ImportWalk.record.__func__
+    original = ImportWalk.record.__func__
 
     def record(cls, interp, module, states, anchor):
         recorded.append(module.name)
         return original(cls, interp, module, states, anchor)
 
-    monkeypatch.setattr(_ImportWalk, "record", classmethod(record))
+    monkeypatch.setattr(ImportWalk, "record", classmethod(record))
     return recorded
 
 
@@ -75,8 +75,8 @@ def test_each_program_is_reported_at_its_own_import_of_the_package(lint, count_w
 @pytest.mark.parametrize("files", [PACKAGE_SEEDS, PACKAGE_DOES_EVERYTHING], ids=["seeds", "everything"])
 def test_replayed_walks_find_what_walking_finds(lint, monkeypatch, files):
     replayed = reported(lint(files, {"select": ["ALL"]}), lint.root)
-    monkeypatch.setattr(_ImportWalk, "replays_in", lambda self, interp, recorded=False: False)
-    monkeypatch.setattr(_CallbackRun, "replays_in", lambda self, interp, recorded=False: False)
+    monkeypatch.setattr(ImportWalk, "replays_in", lambda self, interp, recorded=False: False)
+    monkeypatch.setattr(CallbackRun, "replays_in", lambda self, interp, recorded=False: False)
     walked = reported(lint(files, {"select": ["ALL"]}), lint.root)
     assert replayed == walked
     assert replayed  # the fixtures do report: an empty comparison would prove nothing
@@ -86,24 +86,30 @@ def test_a_script_the_package_imports_is_never_given_a_replay(lint, monkeypatch)
     """pkg/tool.py is in the package's own closure: a walk from another entry skipped it as
     already imported, and from its own entry the `__main__` guard reads differently."""
     replays = []
-    original = _ImportWalk.replay
+    original = ImportWalk.replay
 
     def replay(self, interp, anchor):
         if anchor != self.anchor:
             replays.append(interp.entry.name)
         return original(self, interp, anchor)
 
-    monkeypatch.setattr(_ImportWalk, "replay", replay)
+    monkeypatch.setattr(ImportWalk, "replay", replay)
     lint(PACKAGE_DOES_EVERYTHING, {"select": ["ALL"]})
     assert "pkg.tool" not in replays
     assert replays  # the other scripts did replay
 
 
+def _bound_steps(monkeypatch, steps: int) -> None:
+    """MAX_STEPS as the run reads it (a walk's length) and as the recordings do (a replay's)."""
+    for module in (run, recordings):
+        monkeypatch.setattr(module, "MAX_STEPS", steps)
+
+
 def test_a_walk_that_would_pass_the_step_bound_is_walked_again(lint, monkeypatch, count_walks):
-    monkeypatch.setattr(interpreter, "MAX_STEPS", 12)  # the package's walk alone takes fewer
+    _bound_steps(monkeypatch, 12)  # the package's walk alone takes fewer
     lint(PACKAGE_SEEDS, {"select": ["TRP102"]})
     assert count_walks == ["pkg"]
-    monkeypatch.setattr(interpreter, "MAX_STEPS", 3)  # now a replay could hide a truncation
+    _bound_steps(monkeypatch, 3)  # now a replay could hide a truncation
     count_walks.clear()
     lint(PACKAGE_SEEDS, {"select": ["TRP102"]})
     assert count_walks == ["pkg", "pkg"]
@@ -111,13 +117,13 @@ def test_a_walk_that_would_pass_the_step_bound_is_walked_again(lint, monkeypatch
 
 def test_the_callbacks_a_package_registers_run_once_for_all_its_scripts(lint, monkeypatch):
     runs = []
-    original = _CallbackRun.record.__func__
+    original = CallbackRun.record.__func__
 
     def record(cls, interp):
         runs.append(interp.entry.name)
         return original(cls, interp)
 
-    monkeypatch.setattr(_CallbackRun, "record", classmethod(record))
+    monkeypatch.setattr(CallbackRun, "record", classmethod(record))
     lint(PACKAGE_DOES_EVERYTHING, {"select": ["ALL"]})
     # a.py, b.py and c.py import the package the same way: one run, replayed for the others
     # (pkg.tool and pkg.layers run their own: each is in the package's closure).

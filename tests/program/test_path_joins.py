@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import reported
-from torchrepro_lint.project.interpreter import PathState, _joined, _merged_cubes
+from torchrepro_lint.project.interpreter.states import PathState, _joined, _merged_cubes
 
 CONDITIONS = ("a", "b", "c", "d")
 

@@ -19,7 +19,7 @@ from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.text_memo import TextMemo
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract import Lowering
+from torchrepro_lint.project.extract.lowering import Lowering
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
@@ -202,11 +202,11 @@ class ProjectIndex:
     _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
     _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)  # modules_imported
     # module id -> import walks recorded from a program's fresh start; callbacks -> their runs
-    # (interpreter.py). A module added clears them: a recording in progress then lands in a
-    # list no longer in the dict, and is never replayed.
+    # (interpreter/recordings.py). A module added clears them: a recording in progress then
+    # lands in a list no longer in the dict, and is never replayed.
     import_walks: dict = field(default_factory=dict, repr=False)
     callback_runs: dict = field(default_factory=dict, repr=False)
-    # module id -> what importing it brings in when its top level is inert (interpreter.py)
+    # module id -> what importing it brings in when its top level is inert (interpreter/inert.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
     _mentioning: dict[str, list] = field(default_factory=dict, repr=False)  # modules_mentioning

@@ -1,6 +1,6 @@
 """A small intermediate representation of what a module does, for the program model.
 
-Each module is lowered once (extract.py) into statements that keep only what seeding and
+Each module is lowered once (extract/) into statements that keep only what seeding and
 determinism depend on: effects (a seed, a claim, a draw...), calls that may reach project
 code, simple assignments, and branches. It holds no CST nodes (only integer refs into the
 module's node table), so it can be cached and shipped between processes.

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule
-from torchrepro_lint.project.interpreter import Facts, Interpreter
+from torchrepro_lint.project.interpreter.run import Interpreter
+from torchrepro_lint.project.interpreter.states import Facts
 from torchrepro_lint.project.known_apis import Kind
 
 

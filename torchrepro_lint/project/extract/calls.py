@@ -1,8 +1,11 @@
-"""Lower one module's CST into the program-model IR (see ir.py).
+"""What one call becomes in the IR: the effects of known external APIs, and project calls.
 
-Calls are classified with the tables in known_apis.py; anything that may be project code
-becomes an ir.Call for the interpreter to resolve. Nodes are referred to by index in
-`Lowering.nodes`, so findings can be located later without keeping the IR tied to the tree.
+Calls are classified with the tables in known_apis.py (a seed, a determinism claim, a draw of
+the global generator, CUDA use, a checkpoint load, a spawned process...), with the look-alikes
+that are none: a draw that is a seed's argument, an example input drawn only to trace a model,
+an accelerator only asked about, a device probe a module runs when imported. A call that may be
+project code (`EXTERNAL_ROOTS` says which roots never are) becomes an ir.Call, and a function
+passed as a value an ir.FunctionRef, for the interpreter to resolve.
 """
 
 from __future__ import annotations
@@ -10,10 +13,11 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
-from torchrepro_lint.analysis.names import LOCAL, dotted
+from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract.literals import is_false, is_none, literal_value
 from torchrepro_lint.project.known_apis import (
     ACCELERATOR_CALLS,
     ACCELERATOR_DEVICE,
@@ -25,7 +29,6 @@ from torchrepro_lint.project.known_apis import (
     DEVICE_ARGUMENT_CALLS,
     DEVICE_PROBES,
     HF_TRAINING_ARGUMENTS,
-    KNOWN_HELPERS,
     LIGHTNING_FABRIC,
     LIGHTNING_TRAINER,
     MODEL_FACTORIES,
@@ -58,185 +61,18 @@ EXPORT_CALLS = frozenset({"torch.onnx.export", "torch.onnx.dynamo_export", "torc
 SEED_CALLS = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
 
 
-def is_main_guard(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.If) and is_main_test(node.test)
+def root(qualname: str) -> str:
+    return qualname.split(".", 1)[0]
 
 
-def is_main_test(test: cst.BaseExpression) -> bool:
-    """`__name__ == "__main__"` in either operand order."""
-    if not isinstance(test, cst.Comparison):
-        return False
-    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
-        return False
-    sides = {_literal_text(test.left), _literal_text(test.comparisons[0].comparator)}
-    return sides == {"__name__", "'__main__'"}
+class CallLowering:
+    """Lowering's methods for calls (lowering.Lowering derives from this class): they read the
+    module's index and helpers, and Lowering's ref() and value()."""
 
+    index: ModuleIndex
+    helpers: dict[str, Helper]
+    _attribute_values: dict[tuple[int, str], list[cst.BaseExpression]]
 
-def _literal_text(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.SimpleString):
-        return repr(evaluated_string(node))
-    return None
-
-
-class Lowering:
-    def __init__(self, index: ModuleIndex, extra_helpers: dict[str, Helper] | None = None) -> None:
-        self.index = index
-        self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
-        self.nodes: list[cst.CSTNode] = []
-        self._attribute_values: dict[tuple[int, str], list[cst.BaseExpression]] = {}
-
-    def ref(self, node: cst.CSTNode) -> int:
-        self.nodes.append(node)
-        return len(self.nodes) - 1
-
-    # -- module ------------------------------------------------------------------------
-    def build(self) -> ir.ModuleIR:
-        body = self.index.module.body
-        top: list[ir.Stmt] = []
-        guard = None
-        work = False
-        for statement in body:
-            if is_main_guard(statement) and guard is None:
-                guard = self.ref(statement)  # the program's anchor; every guard runs in place
-            top.extend(self.statement(statement))
-            work = work or self._is_work(statement)
-        functions = {path: self.function(path, node) for path, node in self.index.functions.items()}
-        classes = {path: self.klass(path, node) for path, node in self.index.classes.items()}
-        aliases = {}
-        for name in self.index.scope.bindings:
-            target = self.index.resolver.lookup(name, self.index.scope)
-            if target is not None and not target.startswith("builtins."):
-                aliases[name] = target
-        imported = tuple((rec.module, rec.names) for rec in self.index.imports if rec.module)
-        return ir.ModuleIR(tuple(top), guard, functions, classes, aliases, imported, work)
-
-    def _is_work(self, statement: cst.CSTNode) -> bool:
-        """Top-level work makes a guard-less file a script: calls, loops, `with` blocks."""
-        if isinstance(statement, (cst.For, cst.While, cst.With)):
-            return True
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Expr) and isinstance(small.value, (cst.Call, cst.Await)):
-                    return True
-                if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                    for site in self.index.calls_by_statement.get(small, ()):
-                        if site.qualname is None or _root(site.qualname) in ("torch", "numpy", "random"):
-                            return True
-                        if site.qualname.startswith(LOCAL) or _root(site.qualname) not in EXTERNAL_ROOTS:
-                            return True
-        return False
-
-    def function(self, path: str, node: cst.FunctionDef) -> ir.FunctionIR:
-        params = node.params
-        names = tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
-        defaults = {}
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.default is not None:
-                value = self.value(param.default)
-                if isinstance(value, ir.Const):
-                    defaults[param.name.value] = value
-        parent = path.rpartition(".")[0]
-        return ir.FunctionIR(path, self.ref(node), names, defaults, self.block(node.body.body), parent in self.index.classes)
-
-    def klass(self, path: str, node: cst.ClassDef) -> ir.ClassIR:
-        bases = tuple(q for q in (self.index.resolve(arg.value) for arg in node.bases if arg.keyword is None) if q)
-        # a tuple in source order, not a set: the IR's digest is its pickle (cache.structural_digest)
-        methods = tuple(dict.fromkeys(s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)))
-        return ir.ClassIR(path, bases, methods)
-
-    # -- statements --------------------------------------------------------------------
-    def block(self, statements) -> tuple[ir.Stmt, ...]:
-        out: list[ir.Stmt] = []
-        for statement in statements:
-            out.extend(self.statement(statement))
-        return tuple(out)
-
-    def orelse(self, orelse) -> tuple[ir.Stmt, ...]:
-        if orelse is None:
-            return ()
-        if isinstance(orelse, cst.If):  # elif
-            return tuple(self.statement(orelse))
-        return self.block(orelse.body.body)
-
-    def statement(self, node: cst.CSTNode) -> list[ir.Stmt]:
-        if isinstance(node, cst.SimpleStatementLine):
-            out: list[ir.Stmt] = []
-            for small in node.body:
-                out.extend(self.small_statement(small))
-            return out
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            return []  # definitions run nothing until called
-        header = self.calls_of(node)
-        if isinstance(node, cst.If):
-            return [*header, ir.Branch(self.value(node.test), self.block(node.body.body), self.orelse(node.orelse))]
-        if isinstance(node, (cst.For, cst.While)):
-            # A loop body is taken to run (once): what it does is on the path.
-            return [*header, *self.block(node.body.body), *self.orelse(node.orelse)]
-        if isinstance(node, cst.With):
-            return [*header, *self.block(node.body.body)]
-        if isinstance(node, (cst.Try, cst.TryStar)):
-            out = [*header, *self.block(node.body.body)]
-            for handler in node.handlers:
-                out.append(ir.Branch(ir.UNKNOWN, self.block(handler.body.body), ()))
-            out.extend(self.orelse(node.orelse))
-            if node.finalbody is not None:
-                out.extend(self.block(node.finalbody.body.body))
-            return out
-        if isinstance(node, cst.Match):
-            out = list(header)
-            for case in reversed(node.cases):
-                out = [ir.Branch(ir.UNKNOWN, self.block(case.body.body), tuple(out))]
-            return out
-        return list(header)
-
-    def small_statement(self, node: cst.BaseSmallStatement) -> list[ir.Stmt]:
-        targets = _assigned_names(node)
-        out = self.calls_of(node, targets)
-        if isinstance(node, (cst.Return, cst.Raise)):
-            out.append(ir.Return())
-        elif isinstance(node, (cst.Import, cst.ImportFrom)):
-            for record in self.index.imports:
-                if record.node is node and record.module:
-                    out.append(ir.ImportModule(self.ref(node), record.module, record.names))
-        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
-            out.extend(self.assignment(node))
-        return out
-
-    def assignment(self, node: cst.Assign | cst.AnnAssign) -> list[ir.Stmt]:
-        out: list[ir.Stmt] = []
-        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-        pairs = [(target, node.value) for target in targets]
-        for target, value in list(pairs):
-            if isinstance(target, (cst.Tuple, cst.List)):
-                # `cudnn.benchmark, cudnn.deterministic = (False, True) if seed == 0 else (True, False)`
-                pairs.remove((target, value))
-                for position, element in enumerate(target.elements):
-                    part = _element(value, position, len(target.elements))
-                    if part is not None:
-                        pairs.append((element.value, part))
-        for target, value in pairs:
-            if isinstance(target, cst.Attribute):
-                qualname = self.index.resolve(target)
-                if qualname == CUDNN + ".benchmark":
-                    out.append(ir.Effect(Kind.BENCHMARK, self.ref(node), self.value(value)))
-                elif qualname == CUDNN + ".deterministic":
-                    out.append(ir.Effect(Kind.CUDNN_DETERMINISTIC, self.ref(node), self.value(value)))
-            elif isinstance(target, cst.Subscript) and self.index.resolve(target.value) == "os.environ":
-                key = _subscript_string(target)
-                if key:
-                    out.append(ir.Effect(Kind.ENV_SET, self.ref(node), detail=(key,)))
-            elif isinstance(target, cst.Name):
-                if isinstance(value, cst.Call):
-                    callee = self.index.resolve(value.func)
-                    if callee and (callee.startswith(LOCAL) or _root(callee) not in EXTERNAL_ROOTS):
-                        out.append(ir.Assign(target.value, ir.Instance(callee)))
-                        continue
-                out.append(ir.Assign(target.value, self.value(value, name=target.value)))
-        return out
-
-    # -- calls -------------------------------------------------------------------------
     def calls_of(self, statement: cst.CSTNode, targets: tuple[str, ...] = ()) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
         for site in self.index.calls_by_statement.get(statement, ()):
@@ -258,16 +94,16 @@ class Lowering:
             effect(Kind.SEED_CUDA, detail=self.seed_detail(node))
         elif q in ("random.seed", "numpy.random.seed"):
             arg = _arg(node, 0, "a" if q == "random.seed" else "seed")
-            if arg is not None and not _is_none(arg):
+            if arg is not None and not is_none(arg):
                 effect(Kind.SEED_RANDOM if q == "random.seed" else Kind.SEED_NUMPY, detail=self.seed_detail(node))
         elif q == "torch.use_deterministic_algorithms":
             mode = _arg(node, 0, "mode")
             warn = _arg(node, 1, "warn_only")
-            kind = Kind.DET_MODE if warn is None or _is_false(warn) else Kind.DET_MODE_WARN
+            kind = Kind.DET_MODE if warn is None or is_false(warn) else Kind.DET_MODE_WARN
             effect(kind, self.value(mode) if mode is not None else ir.UNKNOWN)
         elif q == "torch.set_deterministic_debug_mode":
             mode = _arg(node, 0, "debug_mode")
-            literal = _literal(mode) if mode is not None else None
+            literal = literal_value(mode) if mode is not None else None
             if literal in (2, "error"):
                 effect(Kind.DET_MODE)
             elif literal in (1, "warn") or mode is not None and literal is None:
@@ -275,8 +111,8 @@ class Lowering:
         elif q == LIGHTNING_TRAINER:
             deterministic = _arg(node, None, "deterministic")
             if deterministic is not None:
-                kind = Kind.DET_MODE_WARN if _literal(deterministic) == "warn" else Kind.DET_MODE
-                value = ir.TRUE if _literal(deterministic) == "warn" else self.value(deterministic)
+                kind = Kind.DET_MODE_WARN if literal_value(deterministic) == "warn" else Kind.DET_MODE
+                value = ir.TRUE if literal_value(deterministic) == "warn" else self.value(deterministic)
                 effect(kind, value)
                 effect(Kind.ENV_SET, value, ("CUBLAS_WORKSPACE_CONFIG",))
             benchmark = _arg(node, None, "benchmark")
@@ -310,7 +146,7 @@ class Lowering:
             effect(Kind.RANDOMNESS)
         elif q == "torch.utils.data.DataLoader":
             shuffle = _arg(node, 2, "shuffle")
-            if shuffle is not None and not _is_false(shuffle) and not _is_none(shuffle):
+            if shuffle is not None and not is_false(shuffle) and not is_none(shuffle):
                 effect(Kind.RANDOMNESS)
         elif q in PY_RANDOM_DRAWS:
             effect(Kind.DRAW_RANDOM)
@@ -319,7 +155,7 @@ class Lowering:
         elif q in SPAWN_FUNCTIONS:
             target = _arg(node, 0, "fn")
             start_method = _arg(node, None, "start_method")
-            spawn = q.endswith(".spawn") or start_method is None or _literal(start_method) == "spawn"
+            spawn = q.endswith(".spawn") or start_method is None or literal_value(start_method) == "spawn"
             if target is not None and spawn:
                 self.spawn(node, target, False, out)
                 spawned = target
@@ -330,7 +166,7 @@ class Lowering:
                 if q != "multiprocessing.Process":  # forked unless the start method is spawn: it may run as a callback
                     spawned = target
         elif q == "multiprocessing.set_start_method":
-            if _literal(_arg(node, 0, "method")) == "spawn":
+            if literal_value(_arg(node, 0, "method")) == "spawn":
                 effect(Kind.SPAWN_METHOD)
         elif q in ACCELERATOR_CALLS:
             effect(Kind.CUDA)
@@ -341,12 +177,12 @@ class Lowering:
             position, keyword, default = DEVICE_ARGUMENT_CALLS[q]
             device = _arg(node, position, keyword)
             on_cuda = self._mentions_cuda(device, node) if device is not None else default == "cuda"
-            if on_cuda and not _is_false(_arg(node, None, "enabled")):
+            if on_cuda and not is_false(_arg(node, None, "enabled")):
                 effect(Kind.CUDA)
         elif q in CUDA_CALLS or q == "torch.nn.parallel.DistributedDataParallel" and _arg(node, None, "device_ids"):
             effect(Kind.CUDA)
         elif q == "torch.distributed.init_process_group":
-            if _literal(_arg(node, 0, "backend")) == "nccl":
+            if literal_value(_arg(node, 0, "backend")) == "nccl":
                 effect(Kind.CUDA)
         elif q == "torch.device":
             if self._mentions_cuda(_arg(node, 0, "type"), node):
@@ -358,7 +194,7 @@ class Lowering:
         elif q and q.startswith("torch.optim.") and q.rsplit(".", 1)[1][:1].isupper():
             effect(Kind.TRAINING, detail=("optimizer",))
         elif q in ("os.environ.setdefault", "os.putenv"):
-            key = _literal(_arg(node, 0, "key"))
+            key = literal_value(_arg(node, 0, "key"))
             if isinstance(key, str):
                 effect(Kind.ENV_SET, detail=(key,))
         elif q == "os.environ.update":
@@ -395,7 +231,7 @@ class Lowering:
         out: list[ir.Stmt] = []
         args = tuple(self.value(a.value) for a in node.args if a.keyword is None and not a.star)
         kwargs = tuple((a.keyword.value, self.value(a.value)) for a in node.args if a.keyword is not None)
-        if q is not None and (q.startswith(LOCAL) or _root(q) not in EXTERNAL_ROOTS):
+        if q is not None and (q.startswith(LOCAL) or root(q) not in EXTERNAL_ROOTS):
             out.append(ir.Call(self.ref(node), q, args=args, kwargs=kwargs))
         elif q is None and isinstance(node.func, cst.Attribute):
             receiver = node.func.value
@@ -407,7 +243,7 @@ class Lowering:
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
                 ref = self.index.resolve(arg.value, node)
-                if ref and (ref.startswith(LOCAL) or _root(ref) not in EXTERNAL_ROOTS):
+                if ref and (ref.startswith(LOCAL) or root(ref) not in EXTERNAL_ROOTS):
                     out.append(ir.FunctionRef(ref))
         return out
 
@@ -557,44 +393,7 @@ class Lowering:
             )
         return False
 
-    # -- values ------------------------------------------------------------------------
-    def value(self, expr: cst.BaseExpression, name: str | None = None) -> ir.Value:
-        """`name`: for an assignment's value, an opaque result is keyed by the variable's name
-        (`det = cfg.get("det")`, later `if det:`) instead of generating the expression's text."""
-        literal = _literal(expr, _MISSING)
-        if literal is not _MISSING:
-            return ir.Const(literal)
-        if is_main_test(expr):
-            return ir.IS_MAIN
-        if isinstance(expr, cst.Name):
-            return ir.Var(expr.value)
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
-            return ir.Not(self.value(expr.expression))
-        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
-            comparison = expr.comparisons[0]
-            if _is_none(comparison.comparator) and isinstance(comparison.operator, (cst.Is, cst.IsNot)):
-                return ir.IsNone(self.value(expr.left), isinstance(comparison.operator, cst.IsNot))
-        if isinstance(expr, cst.IfExp):
-            # `True if c else False` is c; `False if c else True` is not c.
-            body, orelse = _literal(expr.body, _MISSING), _literal(expr.orelse, _MISSING)
-            if body is not _MISSING and orelse is not _MISSING:
-                if bool(body) == bool(orelse):
-                    return ir.Const(body)
-                test = self.value(expr.test)
-                return test if body else ir.Not(test)
-        if isinstance(expr, cst.BooleanOperation):
-            op = "and" if isinstance(expr.operator, cst.And) else "or"
-            return ir.BoolOp(op, (self.value(expr.left), self.value(expr.right)), self._text(expr))
-        return ir.Opaque(dotted(expr) or (name and f"<{name}>") or self._text(expr))
 
-    def _text(self, expr: cst.BaseExpression) -> str:
-        try:
-            return expression_code(self.index.module, expr)
-        except RecursionError:
-            return f"<expression {id(expr)}>"  # correlates with nothing
-
-
-_MISSING = object()
 # `getattr(torch, current_accelerator().type)` picks a backend module; nothing runs on it yet
 _INSPECTING_BUILTINS = frozenset(
     {"builtins.print", "builtins.str", "builtins.repr", "builtins.getattr", "builtins.hasattr", "builtins.isinstance"}
@@ -620,55 +419,17 @@ _LIGHTNING_GPU = frozenset({"gpu", "cuda"})
 
 def _lightning_on_gpu(call: cst.Call) -> bool:
     """`Trainer(accelerator="gpu")` / `"cuda"`, or the pre-2.0 `gpus=N` (N not 0/None)."""
-    accelerator = _literal(_arg(call, None, "accelerator"))
+    accelerator = literal_value(_arg(call, None, "accelerator"))
     if isinstance(accelerator, str) and accelerator.lower() in _LIGHTNING_GPU:
         return True
     gpus = _arg(call, None, "gpus")
-    return gpus is not None and not _is_none(gpus) and not _is_false(gpus)
-
-
-def _root(qualname: str) -> str:
-    return qualname.split(".", 1)[0]
-
-
-def _literal(expr: cst.BaseExpression | None, default=None):
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[expr.value]
-    if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString)):
-        value = evaluated_string(expr)
-        return value if isinstance(value, str) else default
-    if isinstance(expr, cst.Integer):
-        try:
-            return int(expr.value, 0)
-        except ValueError:
-            return default
-    if isinstance(expr, cst.Float):
-        return float(expr.value)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        inner = _literal(expr.expression, default)
-        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else default
-    return default
+    return gpus is not None and not is_none(gpus) and not is_false(gpus)
 
 
 def _own_generator(node: cst.Call) -> bool:
     """`torch.randn(3, generator=g)`: the draw uses `g`, not torch's global generator."""
     generator = _arg(node, None, "generator")
-    return generator is not None and not _is_none(generator)
-
-
-def _is_none(expr: cst.BaseExpression | None) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "None"
-
-
-def _is_false(expr: cst.BaseExpression | None) -> bool:
-    return _literal(expr, _MISSING) in (False, 0)
-
-
-def _subscript_string(node: cst.Subscript) -> str | None:
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-        return None
-    value = _literal(node.slice[0].slice.value)
-    return value if isinstance(value, str) else None
+    return generator is not None and not is_none(generator)
 
 
 def _dict_keys(call: cst.Call) -> list[str]:
@@ -679,7 +440,7 @@ def _dict_keys(call: cst.Call) -> list[str]:
         elif isinstance(arg.value, cst.Dict):
             for element in arg.value.elements:
                 if isinstance(element, cst.DictElement):
-                    key = _literal(element.key)
+                    key = literal_value(element.key)
                     if isinstance(key, str):
                         keys.append(key)
     return keys
@@ -690,17 +451,6 @@ def _is_random_transform(q: str | None) -> bool:
         return False
     name = q.rsplit(".", 1)[1]
     return name.startswith("Random") or name in RANDOM_TRANSFORMS
-
-
-def _element(value: cst.BaseExpression, position: int, size: int) -> cst.BaseExpression | None:
-    """The `position`-th element a tuple-valued expression assigns, where it can be seen."""
-    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == size:
-        return value.elements[position].value
-    if isinstance(value, cst.IfExp):
-        body, orelse = _element(value.body, position, size), _element(value.orelse, position, size)
-        if body is not None and orelse is not None:
-            return cst.IfExp(test=value.test, body=body, orelse=orelse)
-    return None
 
 
 # Task heads that fine-tuning adds for the user's own labels: missing from a base checkpoint, so
@@ -726,7 +476,7 @@ def _loads_pretrained(call: cst.Call) -> bool:
     """`resnet50(weights=...)` / `pretrained=True`: the weights come from a checkpoint."""
     weights = _arg(call, None, "weights")
     pretrained = _arg(call, None, "pretrained")
-    return (weights is not None and not _is_none(weights)) or (pretrained is not None and not _is_false(pretrained) and not _is_none(pretrained))
+    return (weights is not None and not is_none(weights)) or (pretrained is not None and not is_false(pretrained) and not is_none(pretrained))
 
 
 def _mentions(expr: cst.CSTNode, name: str) -> bool:
@@ -741,11 +491,3 @@ def _names_in(expr: cst.CSTNode):
         return
     for child in expr.children:
         yield from _names_in(child)
-
-
-def _assigned_names(node: cst.CSTNode) -> tuple[str, ...]:
-    if isinstance(node, cst.Assign):
-        return tuple(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-    if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
-        return (node.target.value,)
-    return ()

@@ -1,0 +1,260 @@
+"""Lower one module's CST into the program-model IR (see ir.py).
+
+`Lowering` walks the module's top level, functions and classes: statements become IR statements
+(branches, assignments, imports, returns), with the calls each one makes lowered by the methods
+in calls.py. Nodes are referred to by index in `Lowering.nodes`, so findings can be located
+later without keeping the IR tied to the tree.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.names import LOCAL, dotted
+from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
+from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
+from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
+
+
+def is_main_guard(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.If) and is_main_test(node.test)
+
+
+def is_main_test(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` in either operand order."""
+    if not isinstance(test, cst.Comparison):
+        return False
+    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    sides = {_literal_text(test.left), _literal_text(test.comparisons[0].comparator)}
+    return sides == {"__name__", "'__main__'"}
+
+
+def _literal_text(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.SimpleString):
+        return repr(evaluated_string(node))
+    return None
+
+
+class Lowering(CallLowering):
+    def __init__(self, index: ModuleIndex, extra_helpers: dict[str, Helper] | None = None) -> None:
+        self.index = index
+        self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
+        self.nodes: list[cst.CSTNode] = []
+        self._attribute_values: dict[tuple[int, str], list[cst.BaseExpression]] = {}
+
+    def ref(self, node: cst.CSTNode) -> int:
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    # -- module ------------------------------------------------------------------------
+    def build(self) -> ir.ModuleIR:
+        body = self.index.module.body
+        top: list[ir.Stmt] = []
+        guard = None
+        work = False
+        for statement in body:
+            if is_main_guard(statement) and guard is None:
+                guard = self.ref(statement)  # the program's anchor; every guard runs in place
+            top.extend(self.statement(statement))
+            work = work or self._is_work(statement)
+        functions = {path: self.function(path, node) for path, node in self.index.functions.items()}
+        classes = {path: self.klass(path, node) for path, node in self.index.classes.items()}
+        aliases = {}
+        for name in self.index.scope.bindings:
+            target = self.index.resolver.lookup(name, self.index.scope)
+            if target is not None and not target.startswith("builtins."):
+                aliases[name] = target
+        imported = tuple((rec.module, rec.names) for rec in self.index.imports if rec.module)
+        return ir.ModuleIR(tuple(top), guard, functions, classes, aliases, imported, work)
+
+    def _is_work(self, statement: cst.CSTNode) -> bool:
+        """Top-level work makes a guard-less file a script: calls, loops, `with` blocks."""
+        if isinstance(statement, (cst.For, cst.While, cst.With)):
+            return True
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Expr) and isinstance(small.value, (cst.Call, cst.Await)):
+                    return True
+                if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                    for site in self.index.calls_by_statement.get(small, ()):
+                        if site.qualname is None or root(site.qualname) in ("torch", "numpy", "random"):
+                            return True
+                        if site.qualname.startswith(LOCAL) or root(site.qualname) not in EXTERNAL_ROOTS:
+                            return True
+        return False
+
+    def function(self, path: str, node: cst.FunctionDef) -> ir.FunctionIR:
+        params = node.params
+        names = tuple(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+        defaults = {}
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.default is not None:
+                value = self.value(param.default)
+                if isinstance(value, ir.Const):
+                    defaults[param.name.value] = value
+        parent = path.rpartition(".")[0]
+        return ir.FunctionIR(path, self.ref(node), names, defaults, self.block(node.body.body), parent in self.index.classes)
+
+    def klass(self, path: str, node: cst.ClassDef) -> ir.ClassIR:
+        bases = tuple(q for q in (self.index.resolve(arg.value) for arg in node.bases if arg.keyword is None) if q)
+        # a tuple in source order, not a set: the IR's digest is its pickle (cache.structural_digest)
+        methods = tuple(dict.fromkeys(s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)))
+        return ir.ClassIR(path, bases, methods)
+
+    # -- statements --------------------------------------------------------------------
+    def block(self, statements) -> tuple[ir.Stmt, ...]:
+        out: list[ir.Stmt] = []
+        for statement in statements:
+            out.extend(self.statement(statement))
+        return tuple(out)
+
+    def orelse(self, orelse) -> tuple[ir.Stmt, ...]:
+        if orelse is None:
+            return ()
+        if isinstance(orelse, cst.If):  # elif
+            return tuple(self.statement(orelse))
+        return self.block(orelse.body.body)
+
+    def statement(self, node: cst.CSTNode) -> list[ir.Stmt]:
+        if isinstance(node, cst.SimpleStatementLine):
+            out: list[ir.Stmt] = []
+            for small in node.body:
+                out.extend(self.small_statement(small))
+            return out
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return []  # definitions run nothing until called
+        header = self.calls_of(node)
+        if isinstance(node, cst.If):
+            return [*header, ir.Branch(self.value(node.test), self.block(node.body.body), self.orelse(node.orelse))]
+        if isinstance(node, (cst.For, cst.While)):
+            # A loop body is taken to run (once): what it does is on the path.
+            return [*header, *self.block(node.body.body), *self.orelse(node.orelse)]
+        if isinstance(node, cst.With):
+            return [*header, *self.block(node.body.body)]
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            out = [*header, *self.block(node.body.body)]
+            for handler in node.handlers:
+                out.append(ir.Branch(ir.UNKNOWN, self.block(handler.body.body), ()))
+            out.extend(self.orelse(node.orelse))
+            if node.finalbody is not None:
+                out.extend(self.block(node.finalbody.body.body))
+            return out
+        if isinstance(node, cst.Match):
+            out = list(header)
+            for case in reversed(node.cases):
+                out = [ir.Branch(ir.UNKNOWN, self.block(case.body.body), tuple(out))]
+            return out
+        return list(header)
+
+    def small_statement(self, node: cst.BaseSmallStatement) -> list[ir.Stmt]:
+        targets = _assigned_names(node)
+        out = self.calls_of(node, targets)
+        if isinstance(node, (cst.Return, cst.Raise)):
+            out.append(ir.Return())
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            for record in self.index.imports:
+                if record.node is node and record.module:
+                    out.append(ir.ImportModule(self.ref(node), record.module, record.names))
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            out.extend(self.assignment(node))
+        return out
+
+    def assignment(self, node: cst.Assign | cst.AnnAssign) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        pairs = [(target, node.value) for target in targets]
+        for target, value in list(pairs):
+            if isinstance(target, (cst.Tuple, cst.List)):
+                # `cudnn.benchmark, cudnn.deterministic = (False, True) if seed == 0 else (True, False)`
+                pairs.remove((target, value))
+                for position, element in enumerate(target.elements):
+                    part = _element(value, position, len(target.elements))
+                    if part is not None:
+                        pairs.append((element.value, part))
+        for target, value in pairs:
+            if isinstance(target, cst.Attribute):
+                qualname = self.index.resolve(target)
+                if qualname == CUDNN + ".benchmark":
+                    out.append(ir.Effect(Kind.BENCHMARK, self.ref(node), self.value(value)))
+                elif qualname == CUDNN + ".deterministic":
+                    out.append(ir.Effect(Kind.CUDNN_DETERMINISTIC, self.ref(node), self.value(value)))
+            elif isinstance(target, cst.Subscript) and self.index.resolve(target.value) == "os.environ":
+                key = _subscript_string(target)
+                if key:
+                    out.append(ir.Effect(Kind.ENV_SET, self.ref(node), detail=(key,)))
+            elif isinstance(target, cst.Name):
+                if isinstance(value, cst.Call):
+                    callee = self.index.resolve(value.func)
+                    if callee and (callee.startswith(LOCAL) or root(callee) not in EXTERNAL_ROOTS):
+                        out.append(ir.Assign(target.value, ir.Instance(callee)))
+                        continue
+                out.append(ir.Assign(target.value, self.value(value, name=target.value)))
+        return out
+
+    # -- values ------------------------------------------------------------------------
+    def value(self, expr: cst.BaseExpression, name: str | None = None) -> ir.Value:
+        """`name`: for an assignment's value, an opaque result is keyed by the variable's name
+        (`det = cfg.get("det")`, later `if det:`) instead of generating the expression's text."""
+        literal = literal_value(expr, MISSING)
+        if literal is not MISSING:
+            return ir.Const(literal)
+        if is_main_test(expr):
+            return ir.IS_MAIN
+        if isinstance(expr, cst.Name):
+            return ir.Var(expr.value)
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+            return ir.Not(self.value(expr.expression))
+        if isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+            comparison = expr.comparisons[0]
+            if is_none(comparison.comparator) and isinstance(comparison.operator, (cst.Is, cst.IsNot)):
+                return ir.IsNone(self.value(expr.left), isinstance(comparison.operator, cst.IsNot))
+        if isinstance(expr, cst.IfExp):
+            # `True if c else False` is c; `False if c else True` is not c.
+            body, orelse = literal_value(expr.body, MISSING), literal_value(expr.orelse, MISSING)
+            if body is not MISSING and orelse is not MISSING:
+                if bool(body) == bool(orelse):
+                    return ir.Const(body)
+                test = self.value(expr.test)
+                return test if body else ir.Not(test)
+        if isinstance(expr, cst.BooleanOperation):
+            op = "and" if isinstance(expr.operator, cst.And) else "or"
+            return ir.BoolOp(op, (self.value(expr.left), self.value(expr.right)), self._text(expr))
+        return ir.Opaque(dotted(expr) or (name and f"<{name}>") or self._text(expr))
+
+    def _text(self, expr: cst.BaseExpression) -> str:
+        try:
+            return expression_code(self.index.module, expr)
+        except RecursionError:
+            return f"<expression {id(expr)}>"  # correlates with nothing
+
+
+def _subscript_string(node: cst.Subscript) -> str | None:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    value = literal_value(node.slice[0].slice.value)
+    return value if isinstance(value, str) else None
+
+
+def _element(value: cst.BaseExpression, position: int, size: int) -> cst.BaseExpression | None:
+    """The `position`-th element a tuple-valued expression assigns, where it can be seen."""
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == size:
+        return value.elements[position].value
+    if isinstance(value, cst.IfExp):
+        body, orelse = _element(value.body, position, size), _element(value.orelse, position, size)
+        if body is not None and orelse is not None:
+            return cst.IfExp(test=value.test, body=body, orelse=orelse)
+    return None
+
+
+def _assigned_names(node: cst.CSTNode) -> tuple[str, ...]:
+    if isinstance(node, cst.Assign):
+        return tuple(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+    if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
+        return (node.target.value,)
+    return ()

@@ -1,0 +1,23 @@
+"""The abstract interpreter: what a program seeds, claims and draws, on which paths, in what order.
+
+A program is an entry point plus everything reachable from it. The interpreter walks the entry's
+statements, inlining calls to project functions with their literal arguments bound (so
+`init_seeds(0, deterministic=True)` turns on the branch inside), running imported project
+modules' top levels once, and splitting the path state at branches whose condition it cannot
+decide. Two mechanisms keep it precise on real code:
+
+- assumptions: a runtime condition (`args.deterministic`) gets one truth value per path, so
+  `if args.deterministic: ... else: cudnn.benchmark = True` never puts both on one path, and
+  `benchmark = not args.deterministic` is False wherever the claim was made;
+- guards: each switch remembers the runtime conditions it was set under, so two switches under
+  independent flags (`if cfg.benchmark:` / `if args.deterministic:`) are not reported together.
+
+Modules:
+
+- ``run``: ``Interpreter``, the abstract run itself: statements, effects, calls, imports, spawns;
+- ``states``: what a run carries and gathers: path states and how they split and join again,
+  ``Facts``, call frames, and the bounds that keep a run finite;
+- ``recordings``: an import walk (or a run of callbacks) recorded in one program and replayed,
+  re-anchored, in the next;
+- ``inert``: imports whose top levels do nothing tracked, taken without a walk.
+"""

@@ -1,0 +1,166 @@
+"""Parts of a run recorded in one program and replayed in another.
+
+A library's scripts each start with the same imports (`import torch`) and register the same
+callbacks: walking them again for each program would repeat the same work. An import
+walked from a program's fresh start (`ImportWalk`), or the run of a program's callbacks
+(`CallbackRun`), is recorded once with what it read of the program, and replayed wherever that
+is the same; an import walk's occurrences are re-anchored at the importing program's own import
+statement (`_Reanchored`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torchrepro_lint.project.index import ProjectModule, note_read, record
+from torchrepro_lint.project.interpreter.states import MAX_STEPS, Facts, Frame, Occurrence, PathState, Site
+
+if TYPE_CHECKING:
+    from torchrepro_lint.project.interpreter.run import Interpreter
+
+
+@dataclass
+class _Recording:
+    """What part of one program's run did, to be replayed in another program. The part reads
+    nothing of the program but which modules are already imported (`looked_up`, and of those
+    `imported_then`) and which functions it knows to be effectful, so it replays wherever those
+    are the same and the program's entry module was never run or looked up by it."""
+
+    looked_up: frozenset  # ids of the modules whose imported-ness it tested
+    imported_then: frozenset  # those that were imported already
+    imported: frozenset  # ids it imported
+    facts: Facts
+    steps: int
+    effectful_before: dict
+    effectful: dict  # the interpreter's memo after it
+    callbacks: dict  # the callbacks registered after it
+    reads: frozenset  # what it read (project.index.record), for the cached program's validity
+
+    @staticmethod
+    def capture(interpreter: Interpreter, run) -> tuple[dict, object]:
+        """Call run() with the interpreter's facts and lookups captured, then undo what it did to
+        the interpreter (replay redoes it). (The recording's fields, run's result.)"""
+        effectful_before, callbacks_before = dict(interpreter.effectful_memo), dict(interpreter.callbacks)
+        imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
+        outer_facts = interpreter.facts
+        interpreter.facts, interpreter.lookups = Facts(), set()
+        try:
+            with record() as reads:
+                result = run()
+            facts, looked_up = interpreter.facts, frozenset(interpreter.lookups)
+        finally:
+            interpreter.facts, interpreter.lookups = outer_facts, None
+        imported = frozenset(interpreter.imported - imported_before)
+        fields = dict(
+            looked_up=looked_up, imported_then=looked_up & imported_before, imported=imported, facts=facts,
+            steps=interpreter.steps - steps_before, effectful_before=effectful_before,
+            effectful=dict(interpreter.effectful_memo), callbacks=dict(interpreter.callbacks), reads=frozenset(reads),
+        )
+        interpreter.imported -= imported
+        interpreter.steps = steps_before
+        interpreter.effectful_memo.clear()
+        interpreter.effectful_memo.update(effectful_before)
+        interpreter.callbacks.clear()
+        interpreter.callbacks.update(callbacks_before)
+        return fields, result
+
+    def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
+        """`recorded`: asked right after recording, in the program that recorded it. (A module
+        added to the project clears the recordings: ProjectIndex._forget_resolution.)"""
+        entry = interpreter.entry
+        return (
+            id(entry) not in self.looked_up
+            and entry.path not in self.facts.modules  # its `__main__` guards, its anchors would differ
+            and interpreter.steps + self.steps <= MAX_STEPS  # (nothing cut short by the bound)
+            and (
+                recorded
+                or self.looked_up & interpreter.imported == self.imported_then
+                and interpreter.effectful_memo == self.effectful_before
+            )
+        )
+
+    def _redo(self, interpreter: Interpreter, facts: Facts) -> None:
+        for read in self.reads:
+            note_read(*read)
+        interpreter.imported |= self.imported
+        interpreter.steps += self.steps
+        interpreter.effectful_memo.update(self.effectful)
+        interpreter.callbacks.update(self.callbacks)
+        interpreter.facts.merge(facts)
+        interpreter.facts.spawns += facts.spawns
+
+
+@dataclass
+class ImportWalk(_Recording):
+    """Walking one import from a program's fresh start (`Interpreter._starts_fresh`: no effectful
+    function known yet, no callback); its occurrences are anchored at the import statement that
+    ran it."""
+
+    anchor: Site
+    states: list
+
+    @classmethod
+    def record(cls, interpreter: Interpreter, module: ProjectModule, states, anchor: Site) -> ImportWalk:
+        def walk():
+            walked, returned = interpreter.block(module.ir.top, states, Frame(module, anchor=anchor))
+            return walked + returned
+
+        fields, walked = cls.capture(interpreter, walk)
+        return cls(**fields, anchor=anchor, states=walked)
+
+    def replay(self, interpreter: Interpreter, anchor: Site) -> list[PathState]:
+        moved = _Reanchored(self.anchor, anchor)
+        self._redo(interpreter, moved.facts(self.facts))
+        return [moved.state(state) for state in self.states]
+
+
+@dataclass
+class CallbackRun(_Recording):
+    """Running a program's callbacks: from a seeded state, out of order, anchored where they are.
+    Kept under the callbacks it ran (Interpreter.run_callbacks)."""
+
+    @classmethod
+    def record(cls, interpreter: Interpreter) -> CallbackRun:
+        fields, _ = cls.capture(interpreter, interpreter.invoke_callbacks)
+        return cls(**fields)
+
+    def replay(self, interpreter: Interpreter) -> None:
+        self._redo(interpreter, self.facts)
+
+
+class _Reanchored:
+    """Occurrences, states and facts with one anchor replaced (shared objects stay shared)."""
+
+    def __init__(self, old: Site, new: Site) -> None:
+        self.old, self.new = old, new
+        self._done: dict[int, Occurrence] = {}
+
+    def occurrence(self, occurrence: Occurrence | None) -> Occurrence | None:
+        if occurrence is None or self.old == self.new or occurrence.anchor != self.old:
+            return occurrence
+        found = self._done.get(id(occurrence))
+        if found is None:
+            found = self._done[id(occurrence)] = Occurrence(
+                occurrence.site, self.new, occurrence.detail, occurrence.guards, occurrence.ordered
+            )
+        return found
+
+    def state(self, state: PathState) -> PathState:
+        consumed, claim, benchmark = state.consumed, state.claim, state.benchmark
+        if consumed is None and claim is None and benchmark is None:
+            return state
+        return state.evolve(
+            consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark)
+        )
+
+    def facts(self, facts: Facts) -> Facts:
+        return Facts(
+            {kind: {site: self.occurrence(o) for site, o in found.items()} for kind, found in facts.effects.items()},
+            {(self.new if a == self.old else a): self.occurrence(o) for a, o in facts.late_seeds.items()},
+            [self.state(s) for s in facts.final_states],
+            [(self.occurrence(o), set_up, self.facts(child)) for o, set_up, child in facts.spawns],
+            facts.truncated,
+            set(facts.modules),
+            set(facts.functions),
+        )

@@ -1,0 +1,434 @@
+"""The abstract run of one program (`Interpreter`): statements, effects, calls, imports, spawns.
+
+The package's __init__ says what the run tracks and how it stays precise; states.py holds what
+it carries along each path, recordings.py how an import walk is replayed, inert.py the imports
+it takes without a walk.
+"""
+
+from __future__ import annotations
+
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
+from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
+from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
+from torchrepro_lint.project.interpreter.states import (
+    MAX_DEPTH,
+    MAX_IMPORT_DEPTH,
+    MAX_STEPS,
+    WALKS_KEPT,
+    Facts,
+    Frame,
+    Occurrence,
+    PathState,
+    Site,
+    assume_all,
+    bounded,
+    condition_key,
+    same_states,
+    split,
+)
+from torchrepro_lint.project.known_apis import Kind
+
+
+class Interpreter:
+    def __init__(self, project: ProjectIndex, entry: ProjectModule) -> None:
+        self.project = project
+        self.entry = entry
+        self.as_main = False  # whether `entry` runs as `__main__` (its guards run)
+        # Carried into spawned processes, whose walk nests inside this one's:
+        self.spawned: frozenset = frozenset()  # spawn targets of the processes that started this one
+        self.depth = 0  # calls and spawns open in those processes
+        self.importing = 0  # imports running inside one another
+        self.facts = Facts()
+        self.steps = 0
+        self.stack: list[tuple[int, str]] = []
+        self.guards: list[tuple[str, bool]] = []
+        self.ordered = True
+        self.imported: set[int] = set()
+        self.callbacks: dict[tuple[int, str], Symbol] = {}
+        self.effectful_memo: dict[tuple[int, str], bool] = {}
+        self.lookups: set[int] | None = None  # while a recording (recordings.py) runs: modules tested for imported-ness
+
+    # -- entry points ------------------------------------------------------------------
+    def run_module(self, *, as_main: bool, function: str | None = None) -> Facts:
+        """`as_main`: the entry runs as a script; False where a console script imports it to call `function`."""
+        frame = Frame(self.entry)
+        self.as_main = as_main
+        self.imported.add(id(self.entry))
+        self.facts.modules.add(self.entry.path)
+        states, returned = self.block(self.entry.ir.top, [PathState()], frame)
+        states += returned
+        if function is not None:
+            symbol = self.project.resolve("@." + function, self.entry)
+            if symbol is not None and symbol.function is not None:
+                states = self.invoke(symbol, (), (), states, frame, ref=symbol.function.ref)
+        self.facts.final_states.extend(states)
+        self.run_callbacks()
+        return self.facts
+
+    def run_callbacks(self) -> None:
+        """Callbacks run at a time we cannot place: their effects count, their order does not.
+        Importing a library registers the same callbacks in each of its scripts (torch: most of
+        a program's time): their run is recorded once and replayed (CallbackRun)."""
+        self.ordered = False
+        if self.depth or self.spawned or self.stack or self.guards or not self.callbacks:
+            self.invoke_callbacks()
+            return
+        runs = self.project.callback_runs.setdefault(tuple(self.callbacks), [])
+        for run in runs:
+            if run.replays_in(self):
+                run.replay(self)
+                return
+        run = CallbackRun.record(self)
+        if run.replays_in(self, recorded=True) and len(runs) < WALKS_KEPT:
+            runs.append(run)
+        run.replay(self)
+
+    def invoke_callbacks(self) -> None:
+        done: set[tuple[int, str]] = set()
+        while len(done) < len(self.callbacks):
+            for key, symbol in list(self.callbacks.items()):
+                if key not in done:
+                    done.add(key)
+                    self.invoke(symbol, (), (), [PathState(torch_seeded=True)], Frame(symbol.module), ref=None)
+
+    # -- statements --------------------------------------------------------------------
+    def block(self, statements, states: list[PathState], frame: Frame):
+        returned: list[PathState] = []
+        for statement in statements:
+            if not states:
+                break
+            self.steps += 1
+            if self.steps > MAX_STEPS:
+                self.facts.truncated = True
+                break
+            states, more = self.statement(statement, states, frame)
+            returned += more
+        return states, returned
+
+    def statement(self, statement, states: list[PathState], frame: Frame):
+        if isinstance(statement, ir.Effect):
+            return self.effect(statement, states, frame), []
+        if isinstance(statement, ir.Call):
+            return self.call(statement, states, frame), []
+        if isinstance(statement, ir.Assign):
+            frame.env[statement.name] = (
+                statement.value if isinstance(statement.value, ir.Instance) else self.evaluate(statement.value, frame)
+            )
+            return states, []
+        if isinstance(statement, ir.Branch):
+            return self.branch(statement, states, frame)
+        if isinstance(statement, ir.Return):
+            return [], states
+        if isinstance(statement, ir.ImportModule):
+            return self.import_module(statement, states, frame), []
+        if isinstance(statement, ir.Spawn):
+            self.spawn(statement, states, frame)
+            return states, []
+        if isinstance(statement, ir.FunctionRef):
+            symbol = self.project.resolve(statement.target, frame.module)
+            if symbol is not None and symbol.function is not None:
+                self.callbacks.setdefault((id(symbol.module), symbol.path), symbol)
+            return states, []
+        return states, []
+
+    def branch(self, branch: ir.Branch, states: list[PathState], frame: Frame):
+        value = self.evaluate(branch.cond, frame)
+        if isinstance(value, ir.Const):
+            return self.block(branch.then if value.value else branch.orelse, states, frame)
+        key, polarity = condition_key(value)
+        out: list[PathState] = []
+        returned: list[PathState] = []
+        untouched = True
+        for truth, body in ((True, branch.then), (False, branch.orelse)):
+            wanted = truth == polarity  # truth of the key itself on this arm
+            arm = assume_all(states, key, wanted)
+            if not arm:
+                continue
+            if key:
+                self.guards.append((key, wanted))
+            try:
+                arm_states, arm_returned = self.block(body, arm, frame)
+            finally:
+                if key:
+                    self.guards.pop()
+            untouched = untouched and not arm_returned and same_states(arm_states, arm)
+            out += arm_states
+            returned += arm_returned
+        if untouched:
+            # Neither arm changed a path: splitting them on the condition would only record a
+            # truth value that a later test of it records again, and double the paths to walk
+            # (most branches of a library's top level). Effects and guards are kept in the facts.
+            return states, []
+        return bounded(out), returned
+
+    # -- effects -----------------------------------------------------------------------
+    def occurrence(self, frame: Frame, ref: int, detail: tuple = (), extra_guard=None) -> Occurrence:
+        site = (frame.module, ref)
+        guards = frozenset(self.guards) | (frozenset([extra_guard]) if extra_guard else frozenset())
+        return Occurrence(site, frame.anchor or site, detail, guards, self.ordered)
+
+    def effect(self, effect: ir.Effect, states: list[PathState], frame: Frame) -> list[PathState]:
+        value = self.evaluate(effect.value, frame)
+        out: list[PathState] = []
+        for state in states:
+            for truth, split_state, guard in split(value, state):
+                out.append(self.apply(effect, truth, split_state, frame, guard))
+        return bounded(out)
+
+    def apply(self, effect: ir.Effect, truth: bool, state: PathState, frame: Frame, guard) -> PathState:
+        kind = effect.kind
+        if kind == Kind.BENCHMARK:
+            if not truth:
+                return state.evolve(benchmark=None)
+            occurrence = self.occurrence(frame, effect.ref, extra_guard=guard)
+            self.facts.add(kind, occurrence)
+            return state.evolve(benchmark=occurrence)
+        if not truth:
+            return state
+        occurrence = self.occurrence(frame, effect.ref, effect.detail, guard)
+        self.facts.add(kind, occurrence)
+        if kind == Kind.SEED_TORCH:
+            if self.ordered and not state.torch_seeded and state.consumed is not None:
+                seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()
+                if not seed_names & set(state.consumed.detail):
+                    self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
+            return state.evolve(torch_seeded=True, consumed=None)
+        if kind in (Kind.DRAW, Kind.MODULE_INIT):
+            if not state.torch_seeded and state.consumed is None and self.ordered:
+                return state.evolve(consumed=occurrence)
+            return state
+        if kind == Kind.CHECKPOINT:
+            # Weights loaded over a random init: that init no longer matters.
+            if state.consumed is not None and state.consumed.site in self.facts.effects.get(Kind.MODULE_INIT, {}):
+                return state.evolve(consumed=None)
+            return state
+        if kind in (Kind.CLAIM, Kind.CUDNN_DETERMINISTIC, Kind.DET_MODE, Kind.DET_MODE_WARN):
+            claim = state.claim or occurrence
+            det_mode = state.det_mode or kind in (Kind.DET_MODE, Kind.DET_MODE_WARN)
+            return state.evolve(claim=claim, det_mode=det_mode)
+        if kind == Kind.ENV_SET and effect.detail[:1] == ("CUBLAS_WORKSPACE_CONFIG",):
+            return state.evolve(cublas=True)
+        if kind == Kind.SPAWN_METHOD:
+            return state.evolve(spawn_method=True)
+        return state
+
+    # -- calls -------------------------------------------------------------------------
+    def call(self, call: ir.Call, states: list[PathState], frame: Frame) -> list[PathState]:
+        target = self.callee(call, frame)
+        if target is None:
+            return states
+        symbol, self_class, skip_first = target
+        args = tuple(self.evaluate(a, frame) for a in call.args)
+        kwargs = tuple((k, self.evaluate(v, frame)) for k, v in call.kwargs)
+        if symbol.klass is not None:  # instantiation runs __init__
+            init = self.project.method(symbol, "__init__")
+            if init is None:
+                return states
+            return self.invoke(init, args, kwargs, states, frame, call.ref, self_class=symbol, skip_first=True)
+        return self.invoke(symbol, args, kwargs, states, frame, call.ref, self_class=self_class, skip_first=skip_first)
+
+    def callee(self, call: ir.Call, frame: Frame):
+        """(symbol, self class, whether the first parameter is bound) or None."""
+        if call.target is not None:
+            symbol = self.project.resolve(call.target, frame.module)
+            if symbol is None or (symbol.function is None and symbol.klass is None):
+                return None
+            bound = symbol.function is not None and symbol.function.is_method and frame.self_class is not None
+            return symbol, frame.self_class if bound else None, False
+        if call.receiver == "self" and frame.self_class is not None:
+            method = self.project.method(frame.self_class, call.method)
+            return (method, frame.self_class, True) if method else None
+        if call.receiver == "super" and frame.def_class is not None:
+            method = self.project.method(frame.def_class, call.method, skip_self=True)
+            return (method, frame.self_class, True) if method else None
+        bound = frame.env.get(call.receiver)
+        if isinstance(bound, ir.Instance):
+            klass = self.project.resolve(bound.qualname, frame.module)
+            if klass is not None and klass.klass is not None:
+                method = self.project.method(klass, call.method)
+                return (method, klass, True) if method else None
+        return None
+
+    def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False):
+        function = symbol.function
+        key = (id(symbol.module), symbol.path)
+        if function is None or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
+            return states
+        self.facts.functions.add((symbol.module.path, symbol.path))
+        if not self.effectful(symbol):
+            return states
+        params = function.params[1:] if skip_first and function.params else function.params
+        env = dict(function.defaults)
+        for name, value in zip(params, args):
+            env[name] = value
+        for name, value in kwargs:
+            env[name] = value
+        anchor = frame.anchor
+        if anchor is None and ref is not None and symbol.module is not self.entry:
+            anchor = (frame.module, ref)  # the call in the entry program that leaves it
+        def_class = self.project.resolve("@." + symbol.path.rpartition(".")[0], symbol.module) if function.is_method else None
+        callee_frame = Frame(symbol.module, env, self_class or def_class, def_class, anchor)
+        self.facts.modules.add(symbol.module.path)
+        self.stack.append(key)
+        try:
+            normal, returned = self.block(function.body, states, callee_frame)
+        finally:
+            self.stack.pop()
+        return bounded(normal + returned)
+
+    def effectful(self, symbol: Symbol, depth: int = 0) -> bool:
+        """Whether a function can do anything we track; pure helpers are not walked again."""
+        key = (id(symbol.module), symbol.path)
+        if key in self.effectful_memo:
+            return self.effectful_memo[key]
+        if depth >= MAX_DEPTH:
+            return True  # a call chain too long to look down: walk it (invoke has the same bound)
+        self.effectful_memo[key] = True  # optimistic while recursing
+        self.effectful_memo[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.function.body)
+        return self.effectful_memo[key]
+
+    def _stmt_effectful(self, statement, module: ProjectModule, depth: int) -> bool:
+        if isinstance(statement, ir.Branch):
+            return any(self._stmt_effectful(s, module, depth) for s in (*statement.then, *statement.orelse))
+        if isinstance(statement, ir.Call):
+            if statement.target is None:
+                return True
+            target = self.project.resolve(statement.target, module)
+            if target is None:
+                return False
+            if target.klass is not None:
+                init = self.project.method(target, "__init__")
+                return init is not None and self.effectful(init, depth)
+            return target.function is not None and self.effectful(target, depth)
+        return not isinstance(statement, (ir.Assign, ir.Return))
+
+    def import_module(self, statement: ir.ImportModule, states, frame: Frame):
+        lookups = self.lookups
+        for module in self.project.modules_imported(frame.module, statement.ref, imported_names(statement)):
+            if lookups is not None:
+                lookups.add(id(module))
+            if id(module) in self.imported:
+                continue
+            inert = inert_import(self.project, module, self.effectful) if len(self.stack) < MAX_DEPTH else None
+            if inert is not None:  # nothing to walk: only what it brings in and the helpers it calls
+                for brought in inert.modules:
+                    brought.ir  # recorded as read: the cached program depends on it staying inert
+                    if lookups is not None:
+                        lookups.add(id(brought))
+                    if id(brought) not in self.imported:
+                        self.imported.add(id(brought))
+                        self.facts.modules.add(brought.path)
+                self.facts.functions |= inert.functions
+                continue
+            if self.importing >= MAX_IMPORT_DEPTH:
+                self.facts.truncated = True  # its effects are missing: rules that need them all stay quiet
+                continue
+            self.imported.add(id(module))  # its `__main__` guards do not run: IS_MAIN holds only in the entry
+            self.facts.modules.add(module.path)
+            anchor = frame.anchor or (frame.module, statement.ref)
+            self.importing += 1
+            try:
+                states = self.walk_import(module, states, anchor)
+            finally:
+                self.importing -= 1
+        return states
+
+    def walk_import(self, module: ProjectModule, states: list[PathState], anchor: Site) -> list[PathState]:
+        """Run an imported module's top level. A program's first imports (`import torch` in each
+        of a library's 100 scripts) walk the same modules from the same fresh start: such a walk
+        is recorded once and replayed, re-anchored at this program's import statement."""
+        if not self._starts_fresh(states):
+            walked, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            return walked + returned
+        walks = self.project.import_walks.setdefault(id(module), [])
+        for walk in walks:
+            if walk.replays_in(self):
+                return walk.replay(self, anchor)
+        walk = ImportWalk.record(self, module, states, anchor)
+        if walk.replays_in(self, recorded=True) and len(walks) < WALKS_KEPT:
+            walks.append(walk)
+        return walk.replay(self, anchor)
+
+    def _starts_fresh(self, states: list[PathState]) -> bool:
+        """Whether an import walked now depends only on the project and on which modules are
+        already imported: at the entry's top level, nothing tracked has happened yet."""
+        return (
+            self.importing == 1 and not self.stack and not self.guards and not self.spawned and self.depth == 0
+            and self.ordered and not self.effectful_memo and not self.callbacks
+            and len(states) == 1 and states[0] == _FRESH
+            and not self.facts.effects.get(Kind.MODULE_INIT)  # (read by a checkpoint load)
+        )
+
+    def spawn(self, statement: ir.Spawn, states, frame: Frame) -> None:
+        if statement.needs_spawn_method and not any(s.spawn_method for s in states):
+            return
+        symbol = self.project.resolve(statement.target, frame.module)
+        if symbol is None or symbol.function is None:
+            return
+        key = (id(symbol.module), symbol.path)
+        if key in self.spawned:
+            return  # this process (or one that started it) already runs `target`: a child would repeat it
+        if self.depth + len(self.stack) >= MAX_DEPTH:
+            return
+        occurrence = self.occurrence(frame, statement.ref)
+        parent_set_up = any(s.torch_seeded or s.claim is not None for s in states)
+        child = self.child(symbol.module, key)
+        child_frame = Frame(symbol.module, anchor=frame.anchor or occurrence.site)
+        child.imported.add(id(symbol.module))
+        # The child re-imports the target's module, not as `__main__` (as_main stays False: its
+        # guards do not run), then calls the target.
+        start, _ = child.block(symbol.module.ir.top, [PathState()], child_frame)
+        final = child.invoke(symbol, (), (), start, child_frame, ref=None)
+        child.facts.final_states.extend(final)
+        child.run_callbacks()
+        self.steps = child.steps
+        self.facts.spawns.append((occurrence, parent_set_up, child.facts))
+        self.facts.merge(child.facts)
+
+    def child(self, module: ProjectModule, key) -> Interpreter:
+        """A spawned process starts from a fresh interpreter: fresh RNG state, default flags. Its
+        walk nests inside ours, so the bounds on steps and nesting carry over."""
+        child = Interpreter(self.project, module)
+        child.steps = self.steps
+        child.spawned = self.spawned | {key}
+        child.depth = self.depth + len(self.stack) + 1
+        child.importing = self.importing
+        return child
+
+    # -- values ------------------------------------------------------------------------
+    def evaluate(self, value: ir.Value, frame: Frame):
+        if isinstance(value, ir.IsMain):
+            return ir.Const(self.as_main and frame.module is self.entry)
+        if isinstance(value, ir.Var):
+            bound = frame.env.get(value.name)
+            if bound is None:
+                return ir.Opaque(value.name)
+            return bound if not isinstance(bound, ir.Instance) else ir.Opaque(value.name)
+        if isinstance(value, ir.Not):
+            inner = self.evaluate(value.operand, frame)
+            if isinstance(inner, ir.Const):
+                return ir.Const(not inner.value)
+            return ir.Not(inner)
+        if isinstance(value, ir.IsNone):
+            inner = self.evaluate(value.operand, frame)
+            if isinstance(inner, ir.Const):
+                return ir.Const((inner.value is None) != value.negated)
+            return ir.IsNone(inner, value.negated)
+        if isinstance(value, ir.BoolOp):
+            # `deterministic and check_version(...)`: decided by a literal operand, else the rest.
+            deciding = value.op == "or"  # the truth value that decides the whole expression
+            rest = []
+            for operand in (self.evaluate(o, frame) for o in value.operands):
+                if isinstance(operand, ir.Const):
+                    if bool(operand.value) == deciding:
+                        return ir.Const(deciding)
+                    continue
+                rest.append(operand)
+            if not rest:
+                return ir.Const(not deciding)
+            return rest[0] if len(rest) == 1 else ir.Opaque(value.text)
+        return value
+
+
+_FRESH = PathState()
