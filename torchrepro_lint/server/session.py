@@ -148,7 +148,7 @@ class ProjectSession:
     def analyse(self) -> Analysis:
         """Every linted file's findings, with the open buffers in place of the files. Raises
         ConfigError for a broken configuration."""
-        from torchrepro_lint.pipeline.engine import PARSE_ERROR, lint_sources, parse_error_finding, selection_from
+        from torchrepro_lint.pipeline.engine import PARSE_ERROR, lint_sources, selection_from
 
         config = self.config()
         sources: list[tuple[Path, str | None]] = []
