@@ -1,4 +1,4 @@
-"""Sharded cold runs (shards.py): several processes parse and check their own shares, and the
+"""Sharded cold runs (shards/): several processes parse and check their own shares, and the
 result is the one-process result, also when a worker fails."""
 
 import multiprocessing
@@ -307,7 +307,7 @@ def test_workers_exit_when_the_main_process_dies(tmp_path):
 
 def test_questions_are_answered_between_the_rules_of_one_file():
     """A worker checking a large file answers the main process before each rule, not only
-    after the file (ModuleChecker.pause, set by shards.py)."""
+    after the file (ModuleChecker.pause, set by shards/worker.py)."""
     from types import SimpleNamespace
 
     calls = []

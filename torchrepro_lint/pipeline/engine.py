@@ -137,7 +137,7 @@ def lint_sources(
         context = LintContext(project, programs, config)
         return ProgramChecker(context, program_rules, cache, configuration, project.lowered).check
 
-    # what a worker of a sharded run (shards.py) builds over its copy of the project
+    # what a worker of a sharded run (shards/) builds over its copy of the project
     stages = shard_protocol.Stages(
         TreeBudget.share,
         lambda project: ProgramRunner(project, cache, configuration, project.lowered, stats),
@@ -212,7 +212,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
 
 
 def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stages) -> shard_hub.Hub | None:
-    """Workers for a cold run (shards.py), when enough files must be parsed to pay for them."""
+    """Workers for a cold run (shards/), when enough files must be parsed to pay for them."""
     if jobs <= 1 or not parallel_available():
         return None
     store = project.lowered

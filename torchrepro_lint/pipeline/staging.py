@@ -41,7 +41,7 @@ from torchrepro_lint.pipeline.source import PARSES, SourceFile
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
 # dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text).
 TREE_BUDGET = 16_000_000
-# The same for all the processes of a sharded run (shards.py) together, each keeping its part.
+# The same for all the processes of a sharded run (shards/) together, each keeping its part.
 # Measured on torch's source (46 MB) with two processes: 16, 20 and 24 MB each gave the same
 # peak memory (2.5 and 1.9 GiB), and 20 MB each parses 1,567 files again instead of 2,038.
 SHARDED_TREE_BUDGET = 40_000_000
@@ -113,7 +113,7 @@ class LoweredStore:
         self._program_digests: dict = {}  # id(program) -> digest of its facts
         self._programs_seen: list = []
         self._primed: dict = {}  # resolved path -> (IR, digest) found or sent ahead of `get`
-        # In a sharded run (shards.py): remote(module, kind, argument, compute) gives a summary,
+        # In a sharded run (shards/): remote(module, kind, argument, compute) gives a summary,
         # asking the process that has the module's tree instead of parsing it here.
         self.remote = None
 
@@ -138,7 +138,7 @@ class LoweredStore:
         return path in self._primed
 
     def prime(self, path, module_ir, ir_digest) -> None:
-        """IR lowered in another process (shards.py), for the next `get` of that path."""
+        """IR lowered in another process (shards/), for the next `get` of that path."""
         self._primed[path] = (module_ir, ir_digest)
 
     def put(self, source: SourceFile, package: str | None, module_ir) -> None:
@@ -332,7 +332,7 @@ class ProgramRunner:
         self._digests: Digests | None = None
 
     def find(self, console_scripts, hub=None):
-        """Every program; with a `hub` (shards.py), interpreted by every process at once."""
+        """Every program; with a `hub` (shards/), interpreted by every process at once."""
         entries = program_entries(self.project, console_scripts)
         self.progress.start("programs", len(entries))
         if hub is not None:
@@ -388,11 +388,11 @@ class ModuleChecker:
         self.configuration, self.store, self.stats, self.budget = configuration, store, stats, budget
         self.errors: list[str] = []
         # Called before each rule: a sharded run answers other processes' questions there
-        # (shards.py), so the asker waits for one rule on one file, not a large file's rules.
+        # (shards/), so the asker waits for one rule on one file, not a large file's rules.
         self.pause = None
 
     def run(self, jobs: int, hub=None) -> list[Finding]:
-        """With a `hub` (shards.py), each module is checked in the process that has its tree."""
+        """With a `hub` (shards/), each module is checked in the process that has its tree."""
         project = self.context.project
         digests = Digests(project, self.context.programs, self.store) if self.cache is not None else None
         findings: list[Finding] = []
