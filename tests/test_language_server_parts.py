@@ -1,7 +1,9 @@
-"""The language server's parts without a client: positions, noqa edits, the memory cache, sessions."""
+"""The language server's parts without a client: positions, noqa edits, the memory cache, sessions,
+and notebooks' cells mapped to and from what the linter reads."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -10,10 +12,12 @@ import pytest
 pytest.importorskip("lsprotocol")
 from lsprotocol import types  # noqa: E402
 
-from torchrepro_lint.findings import Finding, Severity  # noqa: E402
+from torchrepro_lint import notebooks  # noqa: E402
+from torchrepro_lint.findings import Edit, Finding, Fix, Severity  # noqa: E402
 from torchrepro_lint.server.actions import fix_all, noqa_edit  # noqa: E402
 from torchrepro_lint.server.convert import diagnostic, from_position, physical_lines, to_position  # noqa: E402
 from torchrepro_lint.server.memory_cache import MemoryCache  # noqa: E402
+from torchrepro_lint.server.notebook_sync import CODE, MARKDOWN, RAW, Cell, CellEdits, OpenNotebooks, cell_kind, replacement  # noqa: E402
 from torchrepro_lint.server.session import Workspace  # noqa: E402
 from torchrepro_lint.fixes.apply import edit_text  # noqa: E402
 
@@ -162,3 +166,112 @@ def test_a_module_created_where_nothing_is_listed_counts_once_the_client_says_fi
     (tmp_path / "vendor" / "seeding.py").write_text(SEEDING)
     session.files_changed()
     assert _codes_in(session, train) == []
+
+
+# -- notebooks (notebook_sync.py): cells in, findings and edits back to cells -------------------
+def _cells(*cells: tuple[str, str]) -> list[Cell]:
+    return [Cell(f"cell:{index}", kind, text) for index, (kind, text) in enumerate(cells)]
+
+
+def _apply(text: str, edit: types.TextEdit) -> str:
+    lines = text.splitlines(keepends=True) or [""]
+
+    def offset(position: types.Position) -> int:
+        line = lines[position.line] if position.line < len(lines) else ""
+        return sum(len(x) for x in lines[: position.line]) + len(line.encode("utf-16-le")[: 2 * position.character].decode("utf-16-le"))
+
+    return text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("import torch", "import torch\ntorch.manual_seed(0)"),  # after a cell without a final newline
+        ("a\r\nb\r\n", "a\r\nx\r\nb\r\n"),  # a line inserted between \r\n's
+        ("a\r\nb", "a\nb"),  # \r\n -> \n: a position never splits the pair
+        ('s = "\U0001F600"; torch.backends.cudnn.benchmark = True', 's = "\U0001F600"; torch.backends.cudnn.benchmark = False'),
+        ("x = 1\ny = 2\n", "y = 2\n"),
+        ("", "x"),
+    ],
+)
+def test_a_replacement_turns_the_old_cell_text_into_the_new(old, new):
+    edit = replacement(old, new, UTF16)
+    assert _apply(old, edit) == new
+    assert len(edit.new_text) <= len(new)
+
+
+def test_a_replacement_counts_utf16_units_and_touches_only_what_changed():
+    edit = replacement('s = "\U0001F600"; b = True', 's = "\U0001F600"; b = False', UTF16)
+    # `True` -> `False` keeps the shared `e`: only `Tru` is replaced.
+    assert (edit.range.start, edit.range.end, edit.new_text) == (types.Position(0, 14), types.Position(0, 17), "Fals")
+
+
+def test_cell_kinds_from_the_editor():
+    assert cell_kind(types.NotebookCellKind.Code, "python") == CODE
+    assert cell_kind(types.NotebookCellKind.Markup, "markdown") == MARKDOWN
+    assert cell_kind(types.NotebookCellKind.Code, "raw") == RAW
+
+
+def test_the_cells_become_the_module_check_reads_with_cells_numbered_as_jupyter_numbers_them(tmp_path: Path):
+    cells = _cells((MARKDOWN, "# title"), (CODE, "import torch\n%matplotlib inline"), (RAW, "raw"), (CODE, "x = 1"))
+    notebook, gone = OpenNotebooks().update("file:///nb.ipynb", tmp_path / "nb.ipynb", cells)
+    assert gone == [] and notebook.numbers == {"cell:1": 2, "cell:3": 4}
+    source = notebooks.load_source(tmp_path / "nb.ipynb", notebook.text)
+    assert source.text == "import torch\n#matplotlib inline\nx = 1\n"
+    assert [(cell.number, cell.first_row) for cell in source.cells.cells] == [(2, 1), (4, 3)]
+
+
+def test_the_file_on_disk_is_linted_while_its_code_cells_are_the_editors(tmp_path: Path):
+    path = tmp_path / "nb.ipynb"
+    on_disk = json.dumps(
+        {
+            "cells": [
+                {"cell_type": "raw", "metadata": {}, "source": ["not synced by the editor"]},
+                {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1, "source": ["import torch\n", "x = 1"]},
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+    path.write_text(on_disk)
+    notebooks_open = OpenNotebooks()
+    same, _ = notebooks_open.update("file:///nb.ipynb", path, _cells((CODE, "import torch\nx = 1")))
+    assert same.text == on_disk and same.numbers == {"cell:0": 2}  # the raw cell on disk counts
+    edited, gone = notebooks_open.update("file:///nb.ipynb", path, _cells((CODE, "import torch\nx = 2")))
+    assert edited.text != on_disk and edited.numbers == {"cell:0": 1} and gone == []
+    fewer, gone = notebooks_open.update("file:///nb.ipynb", path, _cells((MARKDOWN, "now markdown")))
+    assert fewer.numbers == {} and gone == ["cell:0"]
+
+
+def test_findings_land_in_their_cells_with_utf16_columns(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text("")
+    path = (tmp_path / "nb.ipynb").resolve()
+    cells = _cells(
+        (CODE, "import torch"),
+        (MARKDOWN, "text"),
+        (CODE, 'torch.use_deterministic_algorithms(True)\nlabel = "\U0001F600"; torch.backends.cudnn.benchmark = True'),
+    )
+    notebook, _ = OpenNotebooks().update(path.as_uri(), path, cells)
+    session = Workspace(tmp_path, persistent=False).open(path, notebook.text)
+    found = session.analyse().findings[path]
+    (trp201,) = notebook.findings_in(cells[2], [f for f in found if f.code == "TRP201"])
+    assert (trp201.cell, trp201.row) == (3, 2)
+    result = diagnostic(trp201, physical_lines(cells[2].text), UTF16, tmp_path, path)
+    line = cells[2].text.splitlines()[1]
+    assert result.range.start == types.Position(1, line.index("torch") + 1)  # the emoji is two units
+    assert notebook.findings_in(cells[0], [trp201]) == []
+
+
+def test_a_fix_edits_the_cell_it_counts_in_and_none_spans_cells(tmp_path: Path):
+    cells = _cells((CODE, "import torch"), (CODE, "x = torch.randn(1)\n"))
+    notebook, _ = OpenNotebooks().update("file:///nb.ipynb", tmp_path / "nb.ipynb", cells)
+    seed = Fix("unsafe", "seed", (Edit("torch.manual_seed(0)\n", (2, 1), (2, 1)),), cell=1)
+    finding = Finding("TRP101", "m", Severity.WARNING, "nb.ipynb", 1, 1, 1, 1, fix=seed, cell=2)
+    edit = CellEdits(notebook, cells[1], UTF16).fix_edit(finding)
+    (text_edit,) = edit.changes["cell:0"]  # the fix's cell, not the finding's
+    assert list(edit.changes) == ["cell:0"]
+    assert _apply(cells[0].text, text_edit) == "import torch\ntorch.manual_seed(0)"
+    # notebooks.to_cells leaves a fix that spans cells without a cell: it is not offered.
+    spanning = Finding("TRP101", "m", Severity.WARNING, "nb.ipynb", 1, 1, 1, 1, fix=Fix("unsafe", "seed", seed.edits), cell=2)
+    assert CellEdits(notebook, cells[1], UTF16).fix_edit(spanning) is None

@@ -5,9 +5,14 @@ Fixes are the ones `--fix` applies (fixes/apply.py): a safe fix is a `quickfix`,
 unsafe one (it changes behaviour: inserting a seed, say) is offered too, with "(unsafe)" in its
 title. The fix-all action applies every safe fix of the file in one round, as one edit of the
 whole buffer, with `apply_fixes`, which drops a fix whose result would not parse.
+
+`code_actions` decides which actions there are; the edits come from the document: `PythonFile`
+here, a notebook cell in notebook_sync.py (its edits are the CLI's notebook fixes).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from lsprotocol import types
 
@@ -16,6 +21,43 @@ from torchrepro_lint.server.convert import physical_lines, text_edit, to_range
 from torchrepro_lint.fixes.noqa import edit_for_row
 
 FIX_ALL = "source.fixAll.torchrepro-lint"
+
+
+class EditableDocument(Protocol):
+    """Where an action's edits go: each method gives None when there is nothing to do."""
+
+    def fix_edit(self, finding: Finding) -> types.WorkspaceEdit | None: ...
+
+    def noqa_edit(self, finding: Finding) -> types.WorkspaceEdit | None: ...
+
+    def fix_all_edit(self, findings: list[Finding]) -> types.WorkspaceEdit | None: ...
+
+
+class PythonFile:
+    """A Python file's buffer: fix edits apply to it as they are."""
+
+    def __init__(self, uri: str, text: str, encoding: str) -> None:
+        self.uri, self.text, self.encoding = uri, text, encoding
+        self.lines = physical_lines(text)
+
+    def fix_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
+        if finding.fix.cell is not None:
+            return None
+        return types.WorkspaceEdit(changes={self.uri: [text_edit(self.lines, e, self.encoding) for e in finding.fix.edits]})
+
+    def noqa_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
+        edit = noqa_edit(self.text, finding.row, finding.code)
+        if edit is None:
+            return None
+        return types.WorkspaceEdit(changes={self.uri: [text_edit(self.lines, edit, self.encoding)]})
+
+    def fix_all_edit(self, findings: list[Finding]) -> types.WorkspaceEdit | None:
+        fixed = fix_all(self.text, findings)
+        if fixed is None:
+            return None
+        lines = self.lines
+        whole = to_range(lines, (1, 1), (len(lines), len(lines[-1]) + 1), self.encoding)
+        return types.WorkspaceEdit(changes={self.uri: [types.TextEdit(range=whole, new_text=fixed)]})
 
 
 def _wanted(kind: str, only: list[str] | None) -> bool:
@@ -28,65 +70,56 @@ def _overlaps(finding: Finding, first_row: int, last_row: int) -> bool:
 
 
 def code_actions(
-    uri: str,
-    text: str,
+    document: EditableDocument,
     findings: list[Finding],
     rows: tuple[int, int],
-    encoding: str,
     only: list[str] | None = None,
     diagnostics_for=None,
 ) -> list[types.CodeAction]:
-    """The actions for the findings on 1-based `rows` (first, last) of the document `uri`.
-    `diagnostics_for(finding)` gives the diagnostic an action resolves, if the caller wants it."""
-    lines = physical_lines(text)
+    """The actions for the findings on 1-based `rows` (first, last) of `document`, whose
+    findings are `findings`. `diagnostics_for(finding)` gives the diagnostic an action
+    resolves, if the caller wants it."""
     actions: list[types.CodeAction] = []
     under_cursor = [f for f in findings if _overlaps(f, *rows)]
     if _wanted(types.CodeActionKind.QuickFix, only):
         for finding in under_cursor:
             diagnostics = [diagnostics_for(finding)] if diagnostics_for else None
-            if finding.fix is not None and finding.fix.edits and finding.fix.cell is None:
+            edit = document.fix_edit(finding) if finding.fix is not None and finding.fix.edits else None
+            if edit is not None:
                 safe = finding.fix.applicability == "safe"
                 title = f"{finding.fix.message} ({finding.code})" + ("" if safe else " (unsafe)")
-                edits = [text_edit(lines, edit, encoding) for edit in finding.fix.edits]
                 actions.append(
                     types.CodeAction(
-                        title=title,
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=diagnostics,
-                        is_preferred=safe,
-                        edit=types.WorkspaceEdit(changes={uri: edits}),
+                        title=title, kind=types.CodeActionKind.QuickFix, diagnostics=diagnostics, is_preferred=safe, edit=edit
                     )
                 )
         for finding in under_cursor:
-            edit = noqa_edit(text, finding.row, finding.code)
+            edit = document.noqa_edit(finding)
             if edit is not None:
                 actions.append(
                     types.CodeAction(
                         title=f"Add `# noqa: {finding.code}`",
                         kind=types.CodeActionKind.QuickFix,
                         diagnostics=[diagnostics_for(finding)] if diagnostics_for else None,
-                        edit=types.WorkspaceEdit(changes={uri: [text_edit(lines, edit, encoding)]}),
+                        edit=edit,
                     )
                 )
     if _wanted(FIX_ALL, only):
-        fixed = fix_all(text, findings)
-        if fixed is not None:
-            whole = to_range(lines, (1, 1), (len(lines), len(lines[-1]) + 1), encoding)
-            actions.append(
-                types.CodeAction(
-                    title="Fix all safe torchrepro-lint findings",
-                    kind=FIX_ALL,
-                    edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=whole, new_text=fixed)]}),
-                )
-            )
+        edit = document.fix_all_edit(findings)
+        if edit is not None:
+            actions.append(types.CodeAction(title="Fix all safe torchrepro-lint findings", kind=FIX_ALL, edit=edit))
     return actions
+
+
+def safe_fixes(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.fix is not None and f.fix.applicability == "safe" and f.fix.edits]
 
 
 def fix_all(text: str, findings: list[Finding]) -> str | None:
     """The text with every safe fix of its findings applied, or None when there is none."""
     from torchrepro_lint.fixes.apply import apply_fixes
 
-    safe = [f for f in findings if f.fix is not None and f.fix.applicability == "safe" and f.fix.edits and f.fix.cell is None]
+    safe = [f for f in safe_fixes(findings) if f.fix.cell is None]
     if not safe:
         return None
     fixed, applied = apply_fixes(text, safe)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from torchrepro_lint.pipeline.cache import DEFAULT_DIRECTORY, Cache, config_fingerprint
 from torchrepro_lint.config import Config, installed_torch_version, load_config
-from torchrepro_lint.pipeline.discovery import PYTHON_SUFFIXES
+from torchrepro_lint.pipeline.discovery import LINTED_SUFFIXES
 from torchrepro_lint.findings import Finding, Statistics
 from torchrepro_lint.integrations.project_cache import find_project, list_project
 from torchrepro_lint.project.index import ProjectIndex
@@ -121,7 +121,7 @@ class ProjectSession:
                 listing = self._listing = list_project(self.root, config)
                 self.absent.clear()
             listed, members = listing.files, listing.members
-        extra = [p for p in self.buffers if p not in members and p.name.endswith(PYTHON_SUFFIXES)]
+        extra = [p for p in self.buffers if p not in members and p.name.endswith(LINTED_SUFFIXES)]
         return [*listed, *sorted(extra, key=lambda p: p.as_posix())]
 
     def _disk_text(self, path: Path) -> str | None:
