@@ -200,7 +200,7 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
             if lowered[0] == "failure":
                 outcomes[source.path] = ParseFailure(*lowered[1])
             else:
-                project.lowered.prime(source.path.resolve(), lowered[1], lowered[2])
+                project.lowered.prime(source.resolved_path, lowered[1], lowered[2])
     for source in loaded:  # the rest: from the workers' IR, the cache's, or lowered here
         if source.path not in outcomes:
             outcomes[source.path] = shard_protocol.lower(project, source, budget)
@@ -216,7 +216,7 @@ def _start_hub(project: ProjectIndex, loaded: list[SourceFile], jobs: int, stage
     if jobs <= 1 or not parallel_available():
         return None
     store = project.lowered
-    pending = [s for s in loaded if not store.has(s, module_identity(s.path.resolve())[1])]
+    pending = [s for s in loaded if not store.has(s, module_identity(s.resolved_path)[1])]
     processes = min(jobs, len(pending) // shard_protocol.FILES_PER_PROCESS)
     if len(pending) < shard_protocol.MIN_FILES or processes < 2:
         return None

@@ -95,7 +95,7 @@ def _memo_digest(*parts) -> str:
 
 def _file_key(source: SourceFile, package: str | None) -> str:
     # Helper settings are part of the configuration, which names the cache's namespace.
-    path = source.path.resolve()
+    path = source.resolved_path
     return _memo_digest(str(path), module_identity(path), package, source.text)
 
 
@@ -118,7 +118,7 @@ class LoweredStore:
         self.remote = None
 
     def get(self, source: SourceFile, package: str | None):
-        path = source.path.resolve()
+        path = source.resolved_path
         found = self._primed.pop(path, None)
         if found is None and self.cache is not None:
             found = self.cache.get("ir", _file_key(source, package))
@@ -130,7 +130,7 @@ class LoweredStore:
 
     def has(self, source: SourceFile, package: str | None) -> bool:
         """Whether the IR of `source` is at hand (looked up once: `get` then takes it)."""
-        path = source.path.resolve()
+        path = source.resolved_path
         if path not in self._primed and self.cache is not None:
             found = self.cache.get("ir", _file_key(source, package))
             if found is not None:
@@ -143,7 +143,7 @@ class LoweredStore:
 
     def put(self, source: SourceFile, package: str | None, module_ir) -> None:
         ir_digest = structural_digest(module_ir)  # (the IR holds no sets)
-        self.ir_digests[source.path.resolve()] = ir_digest
+        self.ir_digests[source.resolved_path] = ir_digest
         if self.cache is not None:
             self.cache.put("ir", _file_key(source, package), (module_ir, ir_digest))
 

@@ -225,7 +225,7 @@ class ProjectIndex:
     def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
         """Index a file: its IR from `lowered` (a cache) when it has it, else by parsing.
         Raises source.ParseFailure if it does not parse."""
-        path = source.path.resolve()
+        path = source.resolved_path
         name, package, search_root = module_identity(path)
         # One object per root: resolution memos key on it millions of times, and equal paths
         # that are one object compare without pathlib's slow __eq__.
