@@ -169,7 +169,8 @@ def missing_files_witnesses(paths) -> dict[str, str]:
     """What tells a replay that no file among `paths` (import candidates that were missing) has
     appeared: the modification time of the deepest directory above each that exists, which
     changes when an entry is created in it. A few directories stand for thousands of files
-    (4,754 candidates in one run on pytorch-image-models: 13 directories), so a replay checks them at the cost of a few stats."""
+    (4,754 candidates in one run on pytorch-image-models: 13 directories), so a replay checks
+    them at the cost of a few stats."""
     witnesses: dict[str, str] = {}
     existing: dict[Path, Path] = {}
     for path in paths:
