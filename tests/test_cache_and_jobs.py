@@ -332,3 +332,15 @@ def test_released_trees_caught_in_a_cycle_are_collected_every_so_often(tmp_path,
     finally:
         gc.unfreeze()  # (the collection froze what survived)
         gc.enable()
+
+
+def test_missing_files_are_witnessed_by_the_deepest_existing_directory_above_them(tmp_path):
+    from torchrepro_lint.pipeline.cache import missing_files_witnesses
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    missing = [tmp_path / "a" / "b" / "x.py", tmp_path / "a" / "b" / "c" / "d" / "y.py", tmp_path / "a" / "z.py"]
+    witnesses = missing_files_witnesses(missing)
+    assert sorted(witnesses) == [f"directory:{tmp_path / 'a'}", f"directory:{tmp_path / 'a' / 'b'}"]
+    before = witnesses[f"directory:{tmp_path / 'a' / 'b'}"]
+    (tmp_path / "a" / "b" / "c").mkdir()  # on the way to y.py: the witness of both changes
+    assert missing_files_witnesses(missing)[f"directory:{tmp_path / 'a' / 'b'}"] != before
