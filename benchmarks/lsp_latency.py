@@ -10,7 +10,9 @@ server's cache goes there and nothing is written to yours.
 For each file: open it, wait for its first diagnostics (the first analyses the whole project,
 cold), make `--warmup` edits, then `--edits` timed edits. An edit inserts a line at the end of
 the file (`--kind comment`: `# edit N`, the text changes but not the program; `--kind code`:
-`edit_N = N`, a new top-level assignment, so the module's IR changes and its programs re-run).
+`edit_N = N`, a new assignment, so the module's IR changes and its programs re-run); `--where
+middle` inserts them, indented as it is, before the simple statement nearest the file's middle
+(usually inside a function) instead of at the end.
 Prints median and p90 in milliseconds per file, the server's peak RSS (VmHWM) and its RSS after
 the edits (VmRSS), and the load
 average before and after (the timings are wall-clock: a busy machine inflates them).
@@ -19,6 +21,7 @@ average before and after (the timings are wall-clock: a busy machine inflates th
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -86,6 +89,19 @@ def copy_project(source: Path, target: Path) -> None:
             shutil.copy2(path, target / relative)
 
 
+def middle_statement(text: str) -> tuple[int, str]:
+    """(0-based line, indentation) of the simple statement nearest the middle of the file that
+    starts its line: a line inserted before it, as indented, is a statement of the same block."""
+    lines = text.split("\n")
+    simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
+    candidates = [
+        node for node in ast.walk(ast.parse(text))
+        if isinstance(node, simple) and not lines[node.lineno - 1][: node.col_offset].strip()
+    ]
+    chosen = min(candidates, key=lambda node: (abs(node.lineno - len(lines) / 2), node.lineno))
+    return chosen.lineno - 1, lines[chosen.lineno - 1][: chosen.col_offset]
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
@@ -98,6 +114,8 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--kind", choices=("comment", "code"), default="comment")
+    parser.add_argument("--where", choices=("end", "middle"), default="end",
+                        help="insert at the end of the file, or before a simple statement in its middle (inside a function)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -117,11 +135,11 @@ def main() -> int:
             client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
             client.wait_for_diagnostics(uri, 1)
             opened = time.perf_counter() - started
-            line = len(text.split("\n")) - 1
+            line, indent = (len(text.split("\n")) - 1, "") if args.where == "end" else middle_statement(text)
             timings = []
             for number in range(args.warmup + args.edits):
                 version = number + 2
-                inserted = f"# edit {number}\n" if args.kind == "comment" else f"edit_{number} = {number}\n"
+                inserted = indent + (f"# edit {number}\n" if args.kind == "comment" else f"edit_{number} = {number}\n")
                 change = {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": inserted}
                 started = time.perf_counter()
                 client.send({"method": "textDocument/didChange", "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})

@@ -275,3 +275,39 @@ def test_a_fix_edits_the_cell_it_counts_in_and_none_spans_cells(tmp_path: Path):
     # notebooks.to_cells leaves a fix that spans cells without a cell: it is not offered.
     spanning = Finding("TRP101", "m", Severity.WARNING, "nb.ipynb", 1, 1, 1, 1, fix=Fix("unsafe", "seed", seed.edits), cell=2)
     assert CellEdits(notebook, cells[1], UTF16).fix_edit(spanning) is None
+
+
+SEEDED_IN_A_FUNCTION = """\
+import torch
+
+
+def setup():
+    torch.manual_seed(0)
+
+
+def main():
+    model = torch.nn.Linear(2, 2)
+    return model
+
+
+setup()
+main()
+"""
+
+
+def test_an_edit_in_a_function_parses_that_function_only_and_finds_what_a_fresh_session_finds(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    train = (tmp_path / "train.py").resolve()
+    train.write_text(SEEDED_IN_A_FUNCTION)
+    session = Workspace(tmp_path, persistent=False).open(train, SEEDED_IN_A_FUNCTION)
+    assert _codes_in(session, train) == []
+    before = session._parsed[train].module
+    edited = SEEDED_IN_A_FUNCTION.replace("    torch.manual_seed(0)\n", "    pass\n")
+    session.buffers[train] = edited
+    assert _codes_in(session, train) == ["TRP101"]
+    after = session._parsed[train].module
+    assert after.code == edited
+    kept = [a is b for a, b in zip(before.body, after.body)]
+    assert kept == [True, False, True, True, True]  # the import, main and the calls: the same objects
+    fresh = Workspace(tmp_path, persistent=False).open(train, edited)
+    assert fresh.analyse().findings == session.analyse().findings

@@ -99,3 +99,30 @@ def test_a_kept_tree_forgets_what_its_rules_built_once_they_ran(tmp_path):
 
 def _version():
     return parse_version("2.13")
+
+
+def test_a_finished_run_leaves_no_cycle_for_the_collector(tmp_path, no_collection):
+    """The language server runs the engine on every edit: each run's project must be freed by
+    reference counting when the run ends, not left to full collections over the whole heap."""
+    from torchrepro_lint.config import Config
+    from torchrepro_lint.pipeline.engine import lint_sources
+    from torchrepro_lint.server.memory_cache import MemoryCache
+
+    (tmp_path / "helpers.py").write_text("import torch\n\ndef seed():\n    torch.manual_seed(0)\n")
+    script = "import torch\nfrom helpers import seed\n\nseed()\nx = torch.randn(3)\n"
+    (tmp_path / "train.py").write_text(script)
+    indexes = []
+
+    def make_index(root, helpers):
+        indexes.append(ProjectIndex(root, helpers))
+        return indexes[-1]
+
+    config = Config(root=tmp_path)
+    cache = MemoryCache()
+    for text in (script, script + "y = 1\n"):  # a second run: cached programs are checked
+        sources = [(tmp_path / "helpers.py", None), (tmp_path / "train.py", text)]
+        lint_sources(sources, config, cache=cache, make_index=make_index)
+    modules = [weakref.ref(m) for index in indexes for m in index.modules.values()]
+    assert len(modules) == 4
+    indexes.clear()
+    assert [ref() for ref in modules] == [None] * 4

@@ -83,7 +83,8 @@ def lint_sources(
     statistics: Statistics | None = None,
     progress=NO_PROGRESS,
 ) -> LintResult:
-    """Lint (path, text-or-None) pairs; None means read the file from disk.
+    """Lint (path, text-or-None) pairs; None means read the file from disk (a SourceFile in
+    place of the text is used as it is).
 
     `make_index(root, helpers)` builds the empty ProjectIndex to fill: an integration that lints
     one file at a time passes one that reuses modules it parsed before. `cache` is the persistent
@@ -179,6 +180,8 @@ def lint_sources(
             stats.programs_resolved += hub.programs_resolved
             stats.workers_peak_rss_mib = hub.peak_rss_mib
             hub.close()
+        if store is not None:
+            store.close()
 
     result.findings = notebooks.to_cells(_filtered(findings, project, config), cell_maps)
     stats.parsed += PARSES[0] - parses_before
@@ -241,9 +244,12 @@ def _defines(rule: Rule, method: str) -> bool:
     return getattr(type(rule), method) is not getattr(Rule, method)
 
 
-def load_source(path: Path, text: str | None) -> SourceFile:
+def load_source(path: Path, text: str | SourceFile | None) -> SourceFile:
     """The source to index for `path` (`text`, or read from disk): a notebook becomes its code
-    cells as one module (notebooks.py). Raises SourceError for an unreadable or malformed file."""
+    cells as one module (notebooks.py). Raises SourceError for an unreadable or malformed file.
+    A SourceFile is taken as it is (the language server's buffers parse their own way)."""
+    if isinstance(text, SourceFile):
+        return text
     if notebooks.is_notebook(path):
         return notebooks.load_source(path, text)
     return SourceFile(path, text if text is not None else read_source(path))

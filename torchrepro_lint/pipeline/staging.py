@@ -164,6 +164,16 @@ class LoweredStore:
             self._summaries[memo_key] = found
         return found
 
+    def close(self) -> None:
+        """The run is over: forget what it held. Its modules point back at this store, so
+        without this a long-lived process (the language server) left each run's project to
+        the cycle collector, whose full passes over the server's heap took seconds."""
+        self._summaries.clear()
+        self._summarised.clear()
+        self._program_digests.clear()
+        self._programs_seen.clear()
+        self._primed.clear()
+
     def summaries_computed(self) -> dict:
         return dict(self._summaries)
 

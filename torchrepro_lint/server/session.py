@@ -16,6 +16,7 @@ program that imports the file lose its seed.
 
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ from torchrepro_lint.pipeline.discovery import LINTED_SUFFIXES
 from torchrepro_lint.findings import Finding, Statistics
 from torchrepro_lint.integrations.project_cache import find_project, list_project
 from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.pipeline.reparse import ParsedText
+from torchrepro_lint.server.edited_source import EditedSource, edited_source
 from torchrepro_lint.server.memory_cache import MemoryCache
 from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
@@ -52,13 +55,13 @@ def _mtime(path: Path):
         return None
 
 
-def compile_failure(path: Path, text: str) -> ParseFailure | None:
-    """Why `text` does not compile (CPython's parser, about a tenth of LibCST's cost), or None."""
+def compile_text(path: Path, text: str):
+    """CPython's tree of `text` (about a tenth of LibCST's cost), or the ParseFailure saying
+    why it does not compile."""
     try:
-        SourceFile(path, text)._compile()
+        return SourceFile(path, text)._compile()
     except ParseFailure as failure:
         return failure
-    return None
 
 
 class ProjectSession:
@@ -71,6 +74,8 @@ class ProjectSession:
         self.buffers: dict[Path, str] = {}  # open documents: resolved path -> text
         self._good: dict[Path, str] = {}  # open documents: the last text that compiled
         self._bad: dict[Path, tuple] = {}  # open documents: (text, ParseFailure) of a text that did not
+        self._syntax: dict[Path, ast.Module] = {}  # open documents: CPython's tree of the last good text
+        self._parsed: dict[Path, ParsedText] = {}  # open documents: the last text LibCST parsed, and its tree
         self._texts: dict[Path, tuple] = {}  # files on disk: path -> (stat, text)
         self._config: tuple | None = None  # (pyproject stat, Config)
         self._listing = None
@@ -154,6 +159,7 @@ class ProjectSession:
         sources: list[tuple[Path, str | None]] = []
         by_display: dict[str, Path] = {}
         broken: dict[Path, Finding] = {}
+        edited: dict[Path, EditedSource] = {}
         unsaved = False
         for path in self.files(config):
             display = self.display(path)
@@ -164,6 +170,8 @@ class ProjectSession:
             else:
                 unsaved = unsaved or text != self._disk_text(path)
                 text = self._last_good(path, display, text, broken)
+                if path.suffix != ".ipynb" and self._good.get(path) == text:
+                    text = edited[path] = edited_source(display, text, self._parsed.get(path), self._syntax.get(path))
             sources.append((display, text))
         self.cache.persist = not unsaved
         statistics = Statistics()
@@ -173,6 +181,9 @@ class ProjectSession:
             make_index=lambda root, helpers: ProjectIndex(root, helpers, absent=absent),
         )
         self.cache.end_run()
+        for path, source in edited.items():  # the next edit parses only what it touches
+            if source.parsed is not None:
+                self._parsed[path] = source.parsed
         analysis = Analysis(errors=result.errors, statistics=statistics)
         for finding in result.findings:
             path = by_display.get(finding.path) or Path(finding.path).resolve()
@@ -190,11 +201,13 @@ class ProjectSession:
         if good == text:
             return text  # compiled before: every open buffer is looked at in every analysis
         bad = self._bad.get(path)
-        failure = bad[1] if bad is not None and bad[0] == text else compile_failure(display, text)
-        if failure is None:
+        compiled = bad[1] if bad is not None and bad[0] == text else compile_text(display, text)
+        if not isinstance(compiled, ParseFailure):
             self._good[path] = text
+            self._syntax[path] = compiled
             self._bad.pop(path, None)
             return text
+        failure = compiled
         self._bad[path] = (text, failure)
         if good is None:
             return text  # never compiled: the engine reports it, and the project goes without it
@@ -207,6 +220,8 @@ class ProjectSession:
         self.buffers.pop(path, None)
         self._good.pop(path, None)
         self._bad.pop(path, None)
+        self._syntax.pop(path, None)
+        self._parsed.pop(path, None)
 
 
 class Workspace:

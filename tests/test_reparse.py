@@ -1,0 +1,173 @@
+"""pipeline/reparse.py: parsing only the statements an edit touched gives the tree LibCST gives
+for the whole new text, or says to parse the whole text."""
+
+from __future__ import annotations
+
+import random
+
+import libcst as cst
+import pytest
+
+from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
+from torchrepro_lint.pipeline.source import physical_lines
+
+# A training script with the shapes reparse has to get right: decorators, nested blocks,
+# comments owned by a block's footer, blank lines between statements, a trailing comment.
+SCRIPT = '''\
+"""Train a small classifier."""
+import random
+
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.layer = nn.Linear(width, 2)
+        # the head is tied below
+
+    @torch.no_grad()
+    def reset(self):
+        for parameter in self.parameters():
+            parameter.zero_()
+
+
+def make_loader(data, workers=2):
+    loader = torch.utils.data.DataLoader(
+        data,
+        num_workers=workers,
+    )
+    return loader
+
+# training
+def train(model, loader, epochs):
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        for batch, target in loader:
+            loss = nn.functional.cross_entropy(model(batch), target)
+            loss.backward()
+            optimiser.step()
+
+        # end of epoch
+        print(epoch)
+    return model
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    train(Net(4), make_loader([]), 3)
+# end
+'''
+
+SNIPPETS = [
+    "x = 1\n",
+    "    y = 2\n",
+    "        z = 3\n",
+    "            w = 4\n",
+    "# note\n",
+    "    # indented note\n",
+    "\n",
+    "def helper():\n    return 1\n",
+    "    if flag:\n        pass\n",
+    "@decorator\n",
+    '    """doc"""\n',
+]
+
+
+def _check(previous: ParsedText, text: str) -> ParsedText | None:
+    """Reparse, and compare with LibCST's parse of the whole text (tree and line counts)."""
+    whole = cst.parse_module(text)
+    got = reparse(previous, text)
+    if got is not None:
+        assert got.module.deep_equals(whole)
+        assert got.module.code == whole.code
+        for node, counts in got.line_counts.values():
+            assert counts == [_lines(got.module.code_for_node(s)) for s in node.body]
+    return got
+
+
+def test_an_edit_inside_a_loop_keeps_every_other_statement_object():
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n            clip(model)\n")
+    got = _check(previous, text)
+    assert got is not None
+    old_body, new_body = previous.module.body, got.module.body
+    train = next(i for i, s in enumerate(old_body) if isinstance(s, cst.FunctionDef) and s.name.value == "train")
+    assert [a is b for a, b in zip(old_body, new_body)] == [i != train for i in range(len(old_body))]
+    old_function, new_function = old_body[train].body.body, new_body[train].body.body
+    assert new_function[0] is old_function[0]  # the optimiser line is kept
+    old_loop, new_loop = old_function[1].body.body[0].body.body, new_function[1].body.body[0].body.body
+    assert new_loop[0] is old_loop[0]  # in the inner loop, only the statements around the edit
+
+
+def test_an_edit_at_the_end_of_the_first_class_parses_the_whole_text():
+    # The file's first indented block sets the default indent: it is never parsed alone.
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    text = SCRIPT.replace("            parameter.zero_()\n", "            parameter.zero_()\n            parameter.grad = None\n")
+    assert _check(previous, text) is None
+
+
+def test_appending_at_the_end_of_the_file_parses_the_last_statement_only():
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    got = _check(previous, SCRIPT + "print('done')\n")
+    assert got is not None
+    assert all(a is b for a, b in zip(previous.module.body[:-1], got.module.body))
+
+
+def test_an_unchanged_text_is_the_previous_parse():
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    assert reparse(previous, SCRIPT) is previous
+
+
+def test_edits_in_the_import_block_parse_the_whole_text():
+    # Before the first indented block: the default indent could change with it.
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    assert _check(previous, SCRIPT.replace("import random\n", "import random\nimport os\n")) is None
+
+
+def test_a_line_that_continues_the_block_above_is_parsed_with_that_block():
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    text = SCRIPT.replace("    return loader\n", "    return loader\n    # trailing\n    loader = None\n")
+    assert _check(previous, text) is not None
+
+
+def test_a_file_without_a_final_newline():
+    text = SCRIPT.rstrip("\n")
+    previous = ParsedText(text, cst.parse_module(text))
+    assert _check(previous, text.replace("# end", "# the end")) is not None
+    assert _check(previous, text + "\n") is not None
+
+
+def test_a_different_indentation_in_the_edited_block_is_kept_exactly():
+    text = SCRIPT.replace("        super().__init__()\n", "        super().__init__()\n        if width:\n          width += 1\n")
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    assert _check(previous, text) is not None
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_edits_give_the_tree_of_a_whole_parse(seed):
+    """Chains of random insertions, deletions and line changes; each text that compiles is
+    reparsed from the previous one and compared with a whole parse."""
+    rng = random.Random(seed)
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    reparsed = 0
+    for _ in range(40):
+        lines = physical_lines(previous.text)
+        at = rng.randrange(len(lines) + 1)
+        choice = rng.random()
+        if choice < 0.5:
+            lines.insert(at, rng.choice(SNIPPETS))
+        elif choice < 0.75 and at < len(lines):
+            del lines[at]
+        elif at < len(lines):
+            lines[at] = lines[at].rstrip("\n") + "  # changed\n"
+        text = "".join(lines)
+        try:
+            compile(text, "script.py", "exec")
+        except SyntaxError:
+            continue
+        got = _check(previous, text)
+        reparsed += got is not None
+        previous = got if got is not None else ParsedText(text, cst.parse_module(text))
+    assert reparsed > 0
