@@ -243,8 +243,17 @@ def dumps_with_modules(value) -> bytes:
     return buffer.getvalue()
 
 
-def loads_with_modules(data: bytes, modules: dict[Path, object]):
-    """Unpickle, mapping each module path back to this run's ProjectModule (KeyError if gone)."""
+def loads_with_modules(data: bytes, modules: dict[Path, object], used: list | None = None):
+    """Unpickle, mapping each module path back to this run's ProjectModule (KeyError if gone).
+    `used` receives the (path, module) pairs it mapped."""
     unpickler = pickle.Unpickler(io.BytesIO(data))
-    unpickler.persistent_load = lambda pid: modules[Path(pid[1])]
+
+    def module(pid):
+        path = Path(pid[1])
+        found = modules[path]
+        if used is not None:
+            used.append((path, found))
+        return found
+
+    unpickler.persistent_load = module
     return unpickler.load()

@@ -168,6 +168,7 @@ class LoweredStore:
         """The run is over: forget what it held. Its modules point back at this store, so
         without this a long-lived process (the language server) left each run's project to
         the cycle collector, whose full passes over the server's heap took seconds."""
+        self.cache = None  # (the language server's cache holds modules, which hold this store)
         self._summaries.clear()
         self._summarised.clear()
         self._program_digests.clear()
@@ -209,7 +210,17 @@ class LoweredStore:
         found = self._program_digests.get(id(program))
         if found is None:
             p = program
-            found = digest(canonical((p.kind, p.anchor_ref, p.function, p.imported, p.entry, p.facts)))
+            # A cache that lives across runs gives the same facts object again (ProgramRunner),
+            # and remembers their digest with them.
+            across_runs = getattr(self.cache, "program_digests", None)
+            shape = (p.kind, p.anchor_ref, p.function, p.imported, p.entry)
+            known = across_runs.get(id(p.facts)) if across_runs is not None else None
+            if known is not None and known[0] is p.facts and known[1] == shape:
+                found = known[2]
+            else:
+                found = digest(canonical((*shape, p.facts)))
+                if across_runs is not None:
+                    across_runs[id(p.facts)] = (p.facts, shape, found)
             self._program_digests[id(program)] = found
             self._programs_seen.append(program)  # keeps the id from being reused
         return found
@@ -378,6 +389,21 @@ class ProgramRunner:
             found = self._digests = Digests(project, [], self.store)
         return found
 
+    def _unpickled(self, data: bytes, modules: dict):
+        """A cached program's facts. A cache that lives across runs (the language server's)
+        remembers them unpickled, given again while every module they point at is the same
+        object in this run (ProjectIndex.reusable)."""
+        memo = getattr(self.cache, "unpickled", None)
+        if memo is None:
+            return loads_with_modules(data, modules)
+        found = memo.get(id(data))
+        if found is not None and found[0] is data and all(modules.get(path) is module for path, module in found[2]):
+            return found[1]
+        used: list = []
+        facts = loads_with_modules(data, modules, used)
+        memo[id(data)] = (data, facts, tuple(dict.fromkeys(used)))
+        return facts
+
     def run(self, project, module, as_main, function=None):
         if self.cache is None:
             self.stats.programs_resolved += 1
@@ -389,7 +415,7 @@ class ProgramRunner:
             reads, data = found
             if digests.all_match(reads):
                 try:
-                    return loads_with_modules(data, project.modules)
+                    return self._unpickled(data, project.modules)
                 except Exception:
                     pass
         with record() as reads:

@@ -218,6 +218,10 @@ class ProjectIndex:
     # Every import candidate found missing in this run: a replay of the run is valid only while
     # they are still missing (engine._outside_digests).
     missing_files: set = field(default_factory=set, repr=False)
+    # The modules of a previous run (path -> module), taken again where their text, place and
+    # IR are the same: the language server's runs then share module objects, and with them
+    # what was computed on them (a program's facts point at modules).
+    reusable: dict | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
@@ -232,7 +236,9 @@ class ProjectIndex:
         search_root = self._roots.setdefault(search_root, search_root)
         found = self.lowered.get(source, package) if self.lowered is not None else None
         if found is not None:
-            module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers, store=self.lowered)
+            module = self._reused(path, name, source, found, linted)
+            if module is None:
+                module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers, store=self.lowered)
         else:
             index = ModuleIndex(source, package)
             lowering = Lowering(index, self.helpers)
@@ -245,6 +251,20 @@ class ProjectIndex:
         self.modules[path] = module
         self._forget_resolution()  # a new module can answer a name that was missing before
         return module
+
+    def _reused(self, path: Path, name: str, source: SourceFile, module_ir, linted: bool) -> ProjectModule | None:
+        previous = self.reusable.get(path) if self.reusable is not None else None
+        if (
+            previous is None
+            or previous._ir is not module_ir  # (the cache gives the same object for the same text)
+            or previous.linted != linted
+            or previous.name != name
+            or previous.source.path != source.path  # findings carry the display path
+            or previous.source.text != source.text
+        ):
+            return None
+        previous.store = self.lowered
+        return previous
 
     def replace_modules(self, modules: dict) -> None:
         """Put `modules` in place of the project's (another order, or rebuilt in a worker)."""

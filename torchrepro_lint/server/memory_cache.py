@@ -27,6 +27,10 @@ class MemoryCache:
         self._used: set[tuple[str, str]] = set()  # this run's keys
         self._used_before: set[tuple[str, str]] = set()  # the previous run's
         self.disk_reads = 0  # entries found on disk (for tests and statistics)
+        # id(pickled program facts) -> (the bytes, the facts, the modules they point at):
+        # staging.ProgramRunner gives them again while those modules are the run's.
+        self.unpickled: dict[int, tuple] = {}
+        self.program_digests: dict[int, tuple] = {}  # id(facts) -> (facts, program shape, digest)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -60,3 +64,7 @@ class MemoryCache:
         if len(keep) != len(self._entries):
             self._entries = {entry: value for entry, value in self._entries.items() if entry in keep}
         self._used_before, self._used = self._used, set()
+        live = {id(value[1]) for (kind, _), value in self._entries.items() if kind == "program"}
+        self.unpickled = {key: found for key, found in self.unpickled.items() if key in live}
+        facts = {id(found[1]) for found in self.unpickled.values()}
+        self.program_digests = {key: found for key, found in self.program_digests.items() if key in facts}

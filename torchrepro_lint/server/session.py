@@ -84,6 +84,7 @@ class ProjectSession:
         self.absent: set[Path] = set()
         self.cache: MemoryCache | None = None
         self.last: Analysis | None = None
+        self._modules: dict = {}  # the last analysis's modules, reused where unchanged
 
     # -- configuration and files ------------------------------------------------------------
     def config(self) -> Config:
@@ -100,6 +101,7 @@ class ProjectSession:
             self._config = (stat, config)
             if changed:  # another configuration: other cache keys, other files
                 self._listing = None
+                self._modules = {}
                 self.cache = MemoryCache(self._disk_cache(config))
         return self._config[1]
 
@@ -175,11 +177,14 @@ class ProjectSession:
             sources.append((display, text))
         self.cache.persist = not unsaved
         statistics = Statistics()
-        absent = self.absent
-        result = lint_sources(
-            sources, config, cache=self.cache, statistics=statistics,
-            make_index=lambda root, helpers: ProjectIndex(root, helpers, absent=absent),
-        )
+        absent, reusable, indexes = self.absent, self._modules, []
+
+        def make_index(root, helpers):
+            indexes.append(ProjectIndex(root, helpers, absent=absent, reusable=reusable))
+            return indexes[-1]
+
+        result = lint_sources(sources, config, cache=self.cache, statistics=statistics, make_index=make_index)
+        self._modules = indexes[-1].modules if indexes else {}
         self.cache.end_run()
         for path, source in edited.items():  # the next edit parses only what it touches
             if source.parsed is not None:
