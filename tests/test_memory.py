@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,16 @@ def test_freed_pages_are_given_back_once_per_threshold(monkeypatch):
     assert trims == [1]
 
 
+def test_a_large_parse_gives_its_scratch_memory_back_at_once(monkeypatch):
+    trims = []
+    monkeypatch.setattr(memory, "_trim", lambda: trims.append(1))
+    monkeypatch.setattr(memory, "LARGE_PARSE", 50)
+    SourceFile(Path("small.py"), "x = 1\n").module
+    assert trims == []
+    SourceFile(Path("large.py"), "x = 1\n" * 10).module
+    assert trims == [1]
+
+
 def test_giving_back_works_on_this_platform():
     memory._trim = None
     memory.give_back()  # glibc's malloc_trim here; a no-op where the C library has none
@@ -127,3 +138,32 @@ def test_a_finished_run_leaves_no_cycle_for_the_collector(tmp_path, no_collectio
     indexes.clear()
     del cache  # (it remembers the last runs' program facts, which point at their modules)
     assert [ref() for ref in modules] == [None] * 4
+
+
+def test_a_one_process_run_keeps_the_largest_trees_and_adds_modules_in_file_order(tmp_path):
+    # Lowered largest first, so that the trees kept within budget are those whose parse
+    # needs the most memory; the project still lists modules in the order of the files.
+    from torchrepro_lint.pipeline import engine
+
+    texts = {"a_small.py": "x = 1\n", "b_large.py": TRAINING * 3, "c_middle.py": TRAINING}
+    sources = [SourceFile(tmp_path / name, text) for name, text in texts.items()]
+    project = ProjectIndex(tmp_path, lowered=staging.LoweredStore(None))
+    budget = staging.TreeBudget(len(texts["b_large.py"]))
+    assert engine._lower_all(project, sources, budget, None) == []
+    assert [module.path.name for module in project.modules.values()] == list(texts)
+    assert {module.path.name: module.has_tree for module in project.modules.values()} == {
+        "a_small.py": False, "b_large.py": True, "c_middle.py": False,
+    }
+
+
+@pytest.mark.parametrize("budget", [0, 300, staging.TREE_BUDGET], ids=["none-kept", "some-kept", "all-kept"])
+def test_a_one_process_run_reports_the_same_whatever_trees_it_keeps(tmp_path, capsys, monkeypatch, budget):
+    from conftest import check_json
+    from shard_support import shard_project
+
+    root = shard_project(tmp_path, monkeypatch)
+    _, expected, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
+    monkeypatch.setattr(staging, "TREE_BUDGET", budget)
+    code, found, stats = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
+    assert code == 1 and found == expected and {f["code"] for f in found} >= {"TRP000", "TRP402"}
+    assert (stats["parsed"] == 10) == (budget > 10_000)  # ten files parse; some again when dropped

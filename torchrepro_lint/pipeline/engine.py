@@ -204,11 +204,15 @@ def _lower_all(project: ProjectIndex, loaded: list[SourceFile], budget, hub, pro
                 outcomes[source.path] = ParseFailure(*lowered[1])
             else:
                 project.lowered.prime(source.resolved_path, lowered[1], lowered[2])
-    for source in loaded:  # the rest: from the workers' IR, the cache's, or lowered here
+    # The rest: from the workers' IR, the cache's, or lowered here, largest first (as a sharded
+    # run does): the trees kept within budget are then the largest, whose parse needs the most
+    # memory (on torch's source, up to 750 MB for a moment), so no such parse is done again when
+    # the heap is full of trees and IR; and the first parses meet an empty heap.
+    for source in sorted(loaded, key=lambda source: -len(source.text)) if budget is not None else loaded:
         if source.path not in outcomes:
             outcomes[source.path] = shard_protocol.lower(project, source, budget)
             progress.advance("parsed")
-    if hub is not None:  # the order a one-process run adds them in (rules and programs iterate over it)
+    if hub is not None or budget is not None:  # the order of `loaded` (rules and programs iterate over it)
         ordered = (outcomes[source.path] for source in loaded)
         project.replace_modules({m.path: m for m in ordered if isinstance(m, ProjectModule)})
     return [parse_error_finding(s.path, outcomes[s.path]) for s in loaded if isinstance(outcomes[s.path], ParseFailure)]

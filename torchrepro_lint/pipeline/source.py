@@ -208,6 +208,8 @@ class SourceFile:
             ) from None
         except RecursionError:
             raise ParseFailure("file is too deeply nested to parse") from None
+        finally:
+            memory.parsed(len(self.text))
 
     def _compile(self) -> ast.Module:
         try:
