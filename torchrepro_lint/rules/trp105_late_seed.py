@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
+from torchrepro_lint.project.known_apis import ADAPTER_OF_TRAINER, TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -153,6 +153,17 @@ if __name__ == "__main__":
         for program in context.programs:
             by_trainer = {o.anchor for o in program.facts.of(Kind.SEED_TORCH) if o.detail[:1] == (TRAINER_SEED,)}
             for (module, ref), consumed in program.facts.late_seeds.items():
+                if consumed.detail == ADAPTER_OF_TRAINER:
+                    yield context.report(
+                        self,
+                        module,
+                        ref,
+                        "torch is seeded here (the trainer calls `set_seed(args.seed)` as it is built), but only "
+                        "after the trainer initialised the adapter of its `peft_config=` at random (PEFT's "
+                        "`get_peft_model`; LoRA's A matrices, say): the adapter starts from different weights "
+                        "every run, whatever the seed; call `transformers.set_seed(args.seed)` before building the trainer",
+                    )
+                    continue
                 if (module, ref) in by_trainer:
                     seeded, advice = (
                         "torch is seeded here (the trainer calls `set_seed(args.seed)` as it is built)",
