@@ -26,6 +26,7 @@ def row_of(files: dict[str, str], start: str) -> int:
 
 
 BASE = "m = AutoModelForCausalLM.from_pretrained('org/lm')\n"
+TRAINS = "opt = torch.optim.AdamW(m.parameters())"
 
 
 @pytest.mark.parametrize(
@@ -38,7 +39,9 @@ BASE = "m = AutoModelForCausalLM.from_pretrained('org/lm')\n"
         ("'orthogonal'", True),
         ("'pissa_niter_4'", True),  # randomized low-rank SVD
         ("'lora_ga'", True),
-        ("init_choice", True),  # unknown
+        ("args.init", False),  # chosen in configuration: PEFT's examples default to OLoRA or PiSSA
+        ("True if args.plain else 'loftq'", True),  # one literal arm draws
+        ("'pissa' if args.fast else 'olora'", False),
         ("'pissa'", False),  # SVD of the base weights
         ("'olora'", False),
         ("'loftq'", False),
@@ -48,8 +51,8 @@ BASE = "m = AutoModelForCausalLM.from_pretrained('org/lm')\n"
 )
 def test_which_lora_inits_draw_before_a_late_seed(lint, init, drawn):
     config = "LoraConfig(r=8)" if init is None else f"LoraConfig(r=8, init_lora_weights={init})"
-    body = BASE + f"m = get_peft_model(m, {config})\ntorch.manual_seed(0)"
-    files = script(body, IMPORTS + "\nfrom options import init_choice")
+    body = BASE + f"m = get_peft_model(m, {config})\ntorch.manual_seed(0)\n" + TRAINS
+    files = script(body, IMPORTS + "\nfrom options import args")
     found = reported(lint(files, SEED_RULES), lint.root)
     assert found == ({("train.py", row_of(files, "torch.manual_seed"), "TRP105")} if drawn else set())
 
@@ -82,10 +85,24 @@ def test_an_unseeded_lora_fine_tune_is_reported_at_its_adapter(lint):
     ],
 )
 def test_adapter_calls_and_configs(lint, lines, drawn):
-    body = BASE + lines + "\ntorch.manual_seed(0)"
+    body = BASE + lines + "\ntorch.manual_seed(0)\n" + TRAINS
     files = script(body, IMPORTS + "\nfrom options import make_config, options")
     expected = {("train.py", row_of(files, "torch.manual_seed"), "TRP105")} if drawn else set()
     assert reported(lint(files, SEED_RULES), lint.root) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        BASE + "m = get_peft_model(m, LoraConfig(r=8))\nprint(m(torch.ones(1, 4, dtype=torch.long)))",
+        BASE + "m = get_peft_model(m, LoraConfig(r=8))\ntorch.manual_seed(0)\nprint(m.generate())",
+    ],
+    ids=["unseeded", "seeded-after"],
+)
+def test_a_fresh_adapter_that_is_not_trained_draws_nothing_that_matters(lint, body):
+    # LoRA's B starts at zero: until it is trained the model computes what its base does (and a
+    # notebook that replaces the adapter's weights, as LoftQ's does, never trains the draw).
+    assert reported(lint(script(body), SEED_RULES), lint.root) == set()
 
 
 @pytest.mark.parametrize("trainer", ["SFTTrainer", "DPOTrainer", "GRPOTrainer", "KTOTrainer", "RLOOTrainer"])

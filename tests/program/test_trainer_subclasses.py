@@ -107,3 +107,30 @@ def test_a_draw_in_the_subclass_init_before_the_base_init_is_late(lint):
     result = lint(files, SEED_RULES)
     assert reported(result, lint.root) == marked_lines(files)
     assert "`nn.Linear(4, 4)` at " in result.findings[0].message and "trainers.py:6" in result.findings[0].message
+
+
+REWARD_LOADING_TRAINER = '''import torch.nn as nn
+from transformers import AutoModelForSequenceClassification, Trainer
+
+
+class ScoredTrainer(Trainer):
+    def __init__(self, model, reward_funcs, **kwargs):
+        for i, reward_func in enumerate(reward_funcs):
+            if isinstance(reward_func, str):
+                reward_funcs[i] = AutoModelForSequenceClassification.from_pretrained({source}, num_labels=1)
+        super().__init__(model=model, **kwargs)
+'''
+
+
+@pytest.mark.parametrize("source, late", [("reward_func", False), ("args.reward_model_path", False), ("base_model", True)])
+def test_a_reward_model_loaded_in_a_subclass_init_keeps_its_head(lint, source, late):
+    # Regression (ecosystem check on trl): a trainer whose __init__ loads reward models given by
+    # name before it seeds was said to draw their heads; a reward model's score head is trained
+    # and saved with it. A classifier built from some other checkpoint still gets a new head.
+    train = (
+        "from trainers import ScoredTrainer\nfrom transformers import AutoModelForCausalLM\n\n"
+        "if __name__ == '__main__':\n    model = AutoModelForCausalLM.from_pretrained('org/lm')\n"
+        "    ScoredTrainer(model, reward_funcs=[len]).train()\n"
+    )
+    files = {"train.py": train, "trainers.py": REWARD_LOADING_TRAINER.format(source=source)}
+    assert reported(lint(files, SEED_RULES), lint.root) == ({("train.py", 6, "TRP105")} if late else set())

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.project.known_apis import ADAPTER_OF_TRAINER, TRAINER_SEED, Kind
+from torchrepro_lint.project.known_apis import ADAPTER, ADAPTER_OF_TRAINER, TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -25,7 +25,8 @@ class LateSeed(Rule):
         "detection, CTC or x-vector task, e.g. `AutoModelForSequenceClassification`) counts, since "
         "that head is missing from a base checkpoint and initialised randomly; a generation head "
         "(`AutoModelForCausalLM`, `...MaskedLM`, `...Seq2SeqLM`, `...ConditionalGeneration`) comes "
-        "with its checkpoint, and a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
+        "with its checkpoint, and so does the score head of a reward model (a checkpoint the code "
+        "names `reward_...`), and a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
         "(`AutoencoderKL.from_pretrained`) loads everything it has and draws nothing. Module-level "
         "code of an imported module inside `try:` under an environment condition (`if "
         "os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an import-time "
@@ -46,8 +47,12 @@ class LateSeed(Rule):
         "not \"pissa\", \"olora\", \"corda\", \"mica\", \"loftq\" or \"eva\" (computed from the "
         "weights or from data), not `low_cpu_mem_usage=True` (empty weights, loaded later), not "
         "`PeftModel.from_pretrained` (loads the adapter). A config the code does not show (a "
-        "parameter, a function's result, `**kwargs`) is taken to be LoRA's default; other PEFT "
-        "methods (VeRA, LoHa, prompt tuning, ...) are not modelled. TRL's `SFTTrainer`, "
+        "parameter, a function's result, `**kwargs`) is taken to be LoRA's default; an "
+        "`init_lora_weights=` taken from configuration (`args.init`) is the author's choice and "
+        "not taken to draw (PEFT's own OLoRA and PiSSA examples do so, defaulting to their "
+        "method); other PEFT methods (VeRA, LoHa, prompt tuning, ...) are not modelled. A fresh "
+        "adapter matters only to a program that trains (an optimizer, `backward`, a trainer): "
+        "LoRA's B starts at zero, so until training the model computes what its base does. TRL's `SFTTrainer`, "
         "`DPOTrainer`, `GRPOTrainer`, `KTOTrainer` and `RLOOTrainer` call `get_peft_model` on "
         "their `peft_config=` before Trainer's constructor seeds (read in their `__init__`), so "
         "without an earlier seed the adapter is drawn unseeded: reported at the trainer, whose "
@@ -193,6 +198,8 @@ if __name__ == "__main__":
         for program in context.programs:
             by_trainer = {o.anchor for o in program.facts.of(Kind.SEED_TORCH) if o.detail[:1] == (TRAINER_SEED,)}
             for (module, ref), consumed in program.facts.late_seeds.items():
+                if consumed.detail[:1] == ADAPTER and (module, ref) not in by_trainer and not program.facts.has(Kind.TRAINING):
+                    continue  # a fresh adapter matters to training only (programs.torch_randomness)
                 if consumed.detail == ADAPTER_OF_TRAINER:
                     yield context.report(
                         self,

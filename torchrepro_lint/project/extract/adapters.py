@@ -3,8 +3,10 @@ torch's global generator (known_apis.py has the configs that were read in PEFT's
 
 LoRA's default draws its A matrices (kaiming); inits computed from the base weights (PiSSA,
 OLoRA, ...) or from data (EVA, CorDA, LoftQ) do not. A config the code does not show (a
-parameter, a function's result, `**kwargs`) is taken to be LoRA's default: it draws. A PEFT method
-whose initialisation was not read (VeRA, LoHa, prompt tuning, ...) is not modelled: no draw.
+parameter, a function's result, `**kwargs`) is taken to be LoRA's default: it draws; an init the
+code takes from its configuration is not. A PEFT method whose initialisation was not read (VeRA,
+LoHa, prompt tuning, ...) is not modelled: no draw. Whether the draw matters (only training
+starts from it) is for the rules to say (programs.torch_randomness, TRP105).
 """
 
 from __future__ import annotations
@@ -63,10 +65,26 @@ def _keyword_or_unknown(call: cst.Call, keyword: str):
 
 
 def _lora_init_draws(call: cst.Call) -> bool:
-    """LoraLayer.update_layer: which `init_lora_weights` leave random numbers in A or B."""
+    """LoraLayer.update_layer: which `init_lora_weights` leave random numbers in A or B.
+    An init the code takes from configuration (`init_lora_weights=args.init`) is one the author
+    chose, not LoRA's default: PEFT's own examples that do so default to OLoRA or PiSSA, which
+    do not draw. It is not taken to draw; literal arms of a conditional are read."""
+    value = _arg(call, None, "init_lora_weights")
+    if isinstance(value, cst.IfExp):
+        return any(_lora_value_draws(literal_value(arm, _UNKNOWN)) for arm in (value.body, value.orelse))
     init = _keyword_or_unknown(call, "init_lora_weights")
+    if init is MISSING:
+        return True  # the default, True: kaiming A
+    if init is _UNKNOWN:
+        return value is None  # only `**kwargs` may hold it: the default is the likely value
+    return _lora_value_draws(init)
+
+
+def _lora_value_draws(init) -> bool:
+    if init is _UNKNOWN:
+        return False
     if not isinstance(init, str):
-        return True  # True (the default), False, or unknown
+        return True  # True, False, or a value PEFT does not know
     name = init.lower()
     if name.startswith("pissa_niter_"):
         return True  # randomized low-rank SVD (torch.svd_lowrank draws its test matrix)

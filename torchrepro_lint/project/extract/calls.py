@@ -13,7 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
-from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
@@ -225,7 +225,7 @@ class CallLowering:
                 effect(Kind.CHECKPOINT)
             elif method in TRAINING_METHODS:
                 effect(Kind.TRAINING)
-            elif method == "from_pretrained" and _adds_task_head(node.func):
+            elif method == "from_pretrained" and _adds_task_head(node.func) and not _loads_reward_model(node):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
         device = _arg(node, None, "device")
         if device is not None and self._mentions_cuda(device, node) and not any(
@@ -491,6 +491,15 @@ def _adds_task_head(func: cst.Attribute) -> bool:
         return False
     task = name.split("For", 1)[1]
     return any(head in task for head in _NEW_HEAD_TASKS)
+
+
+def _loads_reward_model(call: cst.Call) -> bool:
+    """`AutoModelForSequenceClassification.from_pretrained(reward_model_path, num_labels=1)`: a
+    checkpoint its code names a reward model (TRL's trainers load `reward_funcs` given as strings
+    this way) is a trained scorer, whose head comes with it."""
+    source = _arg(call, 0, "pretrained_model_name_or_path")
+    name = dotted(source) if source is not None else None
+    return name is not None and "reward" in name.rsplit(".", 1)[-1].lower()
 
 
 def _loads_pretrained(call: cst.Call) -> bool:
