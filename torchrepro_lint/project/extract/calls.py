@@ -21,9 +21,9 @@ from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_
 from torchrepro_lint.project.extract.literals import is_false, is_none, literal_value
 from torchrepro_lint.project.known_apis import (
     ACCELERATOR_CALLS,
+    ACCELERATOR_DEVICE,
     ADAPTER,
     ADAPTER_OF_TRAINER,
-    ACCELERATOR_DEVICE,
     CHECKPOINT_CALLS,
     CHECKPOINT_METHODS,
     CUDA_CALLS,
