@@ -434,6 +434,51 @@ class ProjectIndex:
             return self.resolve(f"{module.name}.{path}", module, depth + 1) if module.name else None
         return None
 
+    def external_name(self, qualname: str, importer: ProjectModule, depth: int = 0) -> str | None:
+        """The name outside the project that `qualname` stands for, following the project's
+        re-exports (`from transformers import Trainer` in a module the importer takes it from);
+        None where it names project code or a project name that binds nothing we can follow."""
+        if depth > 8:
+            return None
+        if qualname.startswith(LOCAL):
+            module, path = importer, qualname[len(LOCAL) :]
+        else:
+            parts = qualname.split(".")
+            for cut in range(len(parts), 0, -1):
+                module = self.module_named(".".join(parts[:cut]), importer)
+                if module is not None:
+                    path = ".".join(parts[cut:])
+                    break
+            else:
+                return qualname
+        head, _, rest = path.partition(".")
+        if not head or head in module.ir.functions or head in module.ir.classes:
+            return None
+        alias = module.ir.aliases.get(head)
+        if alias is None:
+            return None
+        return self.external_name(f"{alias}.{rest}" if rest else alias, module, depth + 1)
+
+    def external_bases(self, klass: Symbol):
+        """The bases outside the project along the class's method resolution order, by the
+        names external_name gives them (a project class's own bases first)."""
+        seen: set[tuple[int, str]] = set()
+        queue = [klass]
+        while queue:
+            current = queue.pop(0)
+            key = (id(current.module), current.path)
+            if key in seen or current.klass is None:
+                continue
+            seen.add(key)
+            for base in current.klass.bases:
+                resolved = self.resolve(base, current.module)
+                if resolved is not None and resolved.klass is not None:
+                    queue.append(resolved)
+                elif resolved is None:
+                    name = self.external_name(base, current.module)
+                    if name is not None:
+                        yield name
+
     def method(self, klass: Symbol, name: str, skip_self: bool = False) -> Symbol | None:
         """Find `name` along the project part of the class's method resolution order."""
         seen: set[tuple[int, str]] = set()

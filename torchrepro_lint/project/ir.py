@@ -81,6 +81,9 @@ class Call:
     method: str | None = None
     args: tuple[Value, ...] = ()
     kwargs: tuple[tuple[str, Value], ...] = ()
+    # `peft_config=` given and not None: whether the adapter it configures is initialised at
+    # random (for a project subclass of a TRL trainer, which draws it before it seeds)
+    adapter_draws: bool | None = None
 
 
 @dataclass(frozen=True)

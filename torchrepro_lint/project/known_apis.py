@@ -166,6 +166,40 @@ HF_TRAINERS = (
     "transformers.trainer_seq2seq.Seq2SeqTrainer",
     *(f"trl.{name}" for name in ("SFTTrainer", "DPOTrainer", "GRPOTrainer", "RewardTrainer", "KTOTrainer", "RLOOTrainer")),
 )
+# TRL trainers whose __init__ wraps the model with `get_peft_model(model, peft_config)` before
+# it calls Trainer's (which seeds): read in trl/trainer/{sft,dpo,grpo,kto,rloo}_trainer.py.
+# RewardTrainer calls `set_seed(args.seed)` first, so its adapter is drawn seeded.
+TRAINERS_DRAWING_ADAPTER_FIRST = frozenset(f"trl.{name}" for name in ("SFTTrainer", "DPOTrainer", "GRPOTrainer", "KTOTrainer", "RLOOTrainer"))
+
+# PEFT: calls that add freshly initialised adapter layers to a model: (position, keyword) of the
+# config and whether `low_cpu_mem_usage=True` (empty weights on the meta device) is accepted.
+PEFT_ADAPTER_CALLS: dict[str, tuple[int, str]] = {
+    **{f"peft.{path}get_peft_model": (1, "peft_config") for path in ("", "mapping.", "mapping_func.")},
+    "peft.inject_adapter_in_model": (0, "peft_config"),
+    "peft.mapping.inject_adapter_in_model": (0, "peft_config"),
+    **{
+        f"peft.{name}": (1, "peft_config")
+        for name in (
+            "PeftModel PeftMixedModel PeftModelForCausalLM PeftModelForSeq2SeqLM PeftModelForSequenceClassification "
+            "PeftModelForTokenClassification PeftModelForQuestionAnswering PeftModelForFeatureExtraction"
+        ).split()
+    },
+    "peft.LoraModel": (1, "config"),
+}
+# Adapter configs whose initialisation was read (peft/tuners/*/layer.py). LoRA: `init_lora_weights`
+# True (the default: kaiming A), "gaussian", False (nn.Linear's own random init of A and B),
+# "orthogonal", "pissa_niter_<n>" and "lora_ga" (torch.svd_lowrank draws) draw; the inits below
+# compute A and B from the weights or from data instead.
+PEFT_LORA_CONFIGS = frozenset({"peft.LoraConfig", "peft.tuners.lora.LoraConfig", "peft.tuners.lora.config.LoraConfig"})
+LORA_INITS_WITHOUT_DRAW = ("pissa", "corda", "olora", "mica", "loftq", "eva")  # "pissa_niter_<n>" excepted
+PEFT_ALWAYS_DRAWS = frozenset({"peft.AdaLoraConfig"})  # randn A, E, B, then normal_ A and B
+PEFT_IA3_CONFIGS = frozenset({"peft.IA3Config"})  # init_ia3_weights=True (default): vectors of ones
+# MODULE_INIT details of adapter layers initialised at random: by a PEFT call, or by a TRL trainer
+# given `peft_config=` before it seeds. Not identifiers, so never the name of a seed's variable
+# (the interpreter's trap of a draw whose value becomes the seed).
+ADAPTER = ("<adapter>",)
+ADAPTER_OF_TRAINER = ("<adapter>", "peft_config=")
+
 KNOWN_HELPERS: dict[str, Helper] = {
     "lightning.seed_everything": _LIGHTNING,
     "lightning.pytorch.seed_everything": _LIGHTNING,
@@ -183,6 +217,7 @@ KNOWN_HELPERS: dict[str, Helper] = {
         claims_when="always", enables_det_mode=True, sets_cublas=True, resets_benchmark=True
     ),
     "accelerate.utils.set_seed": Helper(claims_when="deterministic", claim_position=2, enables_det_mode=True),
+    "accelerate.utils.random.set_seed": Helper(claims_when="deterministic", claim_position=2, enables_det_mode=True),
     # mmengine: cudnn.deterministic = True, benchmark = False, and deterministic mode (torch >= 1.10).
     "mmengine.runner.set_random_seed": Helper(
         claims_when="deterministic",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule
 from torchrepro_lint.project.interpreter.run import Interpreter
 from torchrepro_lint.project.interpreter.states import Facts
-from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.known_apis import ADAPTER, Kind
 
 
 @dataclass
@@ -96,7 +96,10 @@ def torch_randomness(facts: Facts):
         return None
     if facts.has(Kind.TRAINING):
         return inits[0]
-    if facts.has(Kind.CHECKPOINT) or all(o.detail == ("pretrained",) for o in inits):
+    # A fresh adapter matters only to training: LoRA's default leaves B at zero, so the
+    # model computes what its base does until B is trained (a LoftQ notebook replaces it).
+    inits = [o for o in inits if o.detail[:1] != ADAPTER]
+    if not inits or facts.has(Kind.CHECKPOINT) or all(o.detail == ("pretrained",) for o in inits):
         return None
     return inits[0]
 

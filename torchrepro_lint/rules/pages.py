@@ -75,7 +75,7 @@ def expected_files(repo: Path) -> dict[Path, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]  # rules/ -> torchrepro_lint/ -> the repository
     for path, content in expected_files(repo).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text(encoding="utf-8") != content:

@@ -33,7 +33,10 @@ class MissingSeed(Rule):
         "randomness when the program only evaluates loaded weights (a checkpoint, `from_pretrained`, "
         "torchvision `weights=`, and no training), and a tensor drawn only as the example input of "
         "`torch.jit.trace`/`torch.onnx.export` is not a draw that shapes any result; a program that "
-        "exports a model (ONNX, TorchScript, `torch.export`) and does not train is not reported."
+        "exports a model (ONNX, TorchScript, `torch.export`) and does not train is not reported. "
+        "A PEFT adapter initialised at random (`get_peft_model(model, LoraConfig(...))`; TRP105 "
+        "says which inits draw) builds parameters like a module. Hugging Face's trainers and a "
+        "project's subclasses of them seed (`args.seed`); `accelerate.Accelerator` does not."
     )
     hazards = (
         Example(

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
+from torchrepro_lint.project.known_apis import ADAPTER, ADAPTER_OF_TRAINER, TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -25,7 +25,8 @@ class LateSeed(Rule):
         "detection, CTC or x-vector task, e.g. `AutoModelForSequenceClassification`) counts, since "
         "that head is missing from a base checkpoint and initialised randomly; a generation head "
         "(`AutoModelForCausalLM`, `...MaskedLM`, `...Seq2SeqLM`, `...ConditionalGeneration`) comes "
-        "with its checkpoint, and a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
+        "with its checkpoint, and so does the score head of a reward model (a checkpoint the code "
+        "names `reward_...`), and a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
         "(`AutoencoderKL.from_pretrained`) loads everything it has and draws nothing. Module-level "
         "code of an imported module inside `try:` under an environment condition (`if "
         "os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an import-time "
@@ -33,10 +34,31 @@ class LateSeed(Rule):
         "TRL's `SFTTrainer`, `DPOTrainer`, `GRPOTrainer`, `RewardTrainer`, `KTOTrainer`, "
         "`RLOOTrainer`, which call its constructor) seeds torch, NumPy and `random` with "
         "`args.seed` as it is built (read in its `__init__`): a model built before it was drawn "
-        "unseeded; the message says so and suggests `set_seed` first or `model_init=`. Not yet "
-        "modelled: a project's own subclass of `Trainer`, and PEFT's `get_peft_model`, whose LoRA "
-        "matrices are drawn at random unless `init_lora_weights` picks a deterministic init. Files quoted in messages are shown relative to "
-        "the working directory, like the findings' own paths."
+        "unseeded; the message says so and suggests `set_seed` first or `model_init=`. A project's "
+        "own subclass of one of them seeds the same way when it has no `__init__` of its own or its "
+        "`__init__` reaches the base's (`super().__init__(...)`, `Trainer.__init__(self, ...)`), "
+        "at that point: what its `__init__` draws before is drawn unseeded; a subclass whose "
+        "`__init__` never calls the base's does not seed. PEFT adapters initialised at random are "
+        "a draw that outlives a later seed (they are trained from): `get_peft_model`, "
+        "`inject_adapter_in_model`, `PeftModel(...)`/`PeftModelFor...(...)` and `LoraModel` with a "
+        "`LoraConfig` whose `init_lora_weights` is True (the default: kaiming A), \"gaussian\", "
+        "False (`nn.Linear`'s own random A and B), \"orthogonal\", \"pissa_niter_<n>\" or "
+        "\"lora_ga\" (randomized SVD), an `AdaLoraConfig`, or an `IA3Config(init_ia3_weights=False)`; "
+        "not \"pissa\", \"olora\", \"corda\", \"mica\", \"loftq\" or \"eva\" (computed from the "
+        "weights or from data), not `low_cpu_mem_usage=True` (empty weights, loaded later), not "
+        "`PeftModel.from_pretrained` (loads the adapter). A config the code does not show (a "
+        "parameter, a function's result, `**kwargs`) is taken to be LoRA's default; an "
+        "`init_lora_weights=` taken from configuration (`args.init`) is the author's choice and "
+        "not taken to draw (PEFT's own OLoRA and PiSSA examples do so, defaulting to their "
+        "method); other PEFT methods (VeRA, LoHa, prompt tuning, ...) are not modelled. A fresh "
+        "adapter matters only to a program that trains (an optimizer, `backward`, a trainer): "
+        "LoRA's B starts at zero, so until training the model computes what its base does. TRL's `SFTTrainer`, "
+        "`DPOTrainer`, `GRPOTrainer`, `KTOTrainer` and `RLOOTrainer` call `get_peft_model` on "
+        "their `peft_config=` before Trainer's constructor seeds (read in their `__init__`), so "
+        "without an earlier seed the adapter is drawn unseeded: reported at the trainer, whose "
+        "message names the adapter and asks for `set_seed` before it (`model_init=` does not "
+        "help: the adapter is added after it). `RewardTrainer` seeds first. Files quoted in "
+        "messages are shown relative to the working directory, like the findings' own paths."
     )
     hazards = (
         Example(
@@ -90,6 +112,18 @@ if __name__ == "__main__":
     trainer.train()
 ''',
             "Hugging Face's Trainer seeds as it is built: after the model it is given",
+        ),
+        Example(
+            '''from peft import LoraConfig
+from transformers import AutoModelForCausalLM
+from trl import SFTTrainer
+
+if __name__ == "__main__":
+    model = AutoModelForCausalLM.from_pretrained("org/small-lm")
+    trainer = SFTTrainer(model=model, peft_config=LoraConfig(r=16))  # <-- TRP105
+    trainer.train()
+''',
+            "TRL's SFTTrainer draws the LoRA weights of `peft_config=` before it seeds",
         ),
     )
     traps = (
@@ -147,12 +181,36 @@ if __name__ == "__main__":
 ''',
             "A language model's head comes with its checkpoint: nothing drawn before the trainer's seed",
         ),
+        Example(
+            '''from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, set_seed
+
+if __name__ == "__main__":
+    model = AutoModelForCausalLM.from_pretrained("org/small-lm")
+    model = get_peft_model(model, LoraConfig(r=16, init_lora_weights="pissa"))
+    set_seed(0)
+''',
+            "PiSSA computes the adapter from the base weights: nothing drawn",
+        ),
     )
 
     def check_programs(self, context):
         for program in context.programs:
             by_trainer = {o.anchor for o in program.facts.of(Kind.SEED_TORCH) if o.detail[:1] == (TRAINER_SEED,)}
             for (module, ref), consumed in program.facts.late_seeds.items():
+                if consumed.detail[:1] == ADAPTER and (module, ref) not in by_trainer and not program.facts.has(Kind.TRAINING):
+                    continue  # a fresh adapter matters to training only (programs.torch_randomness)
+                if consumed.detail == ADAPTER_OF_TRAINER:
+                    yield context.report(
+                        self,
+                        module,
+                        ref,
+                        "torch is seeded here (the trainer calls `set_seed(args.seed)` as it is built), but only "
+                        "after the trainer initialised the adapter of its `peft_config=` at random (PEFT's "
+                        "`get_peft_model`; LoRA's A matrices, say): the adapter starts from different weights "
+                        "every run, whatever the seed; call `transformers.set_seed(args.seed)` before building the trainer",
+                    )
+                    continue
                 if (module, ref) in by_trainer:
                     seeded, advice = (
                         "torch is seeded here (the trainer calls `set_seed(args.seed)` as it is built)",

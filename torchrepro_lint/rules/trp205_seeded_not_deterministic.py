@@ -46,7 +46,9 @@ class SeededNotDeterministic(Rule):
         "variable and benchmark off) claim determinism, as does `TrainingArguments("
         "full_determinism=True)`; accelerate's `set_seed(seed, device_specific, deterministic)` "
         "likewise. `accelerate.Accelerator()` and Hugging Face's `Trainer` use a GPU only when one "
-        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence. The seed a `Trainer` sets by itself as it "
+        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence; nor is "
+        "`Accelerator(cpu=False)` (the default) or `Accelerator(mixed_precision=\"fp16\")`, which "
+        "it drops on a CPU. The seed a `Trainer` (or a project subclass of it) sets by itself as it "
         "is built (`args.seed`, 42 unless given) does not make a program 'seeded' here: "
         "only a seeding call the program makes shows that its author counts on repeatable runs."
     )

@@ -8,6 +8,7 @@ from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.rules.base import Example, Rule, last_names, programs_for
 
 RANDOM_SPLIT = "torch.utils.data.random_split"
+DEVICE_SPECIFIC_SEEDS = frozenset({"accelerate.utils.set_seed", "accelerate.utils.random.set_seed"})
 # sklearn splitters: (position of random_state, position of shuffle; None: keyword-only or absent,
 # default of shuffle)
 SKLEARN = {
@@ -42,7 +43,8 @@ class UnseededSplit(Rule):
         "when it seeds torch (NumPy for scikit-learn, whose `random_state=None` uses NumPy's "
         "global generator) anywhere, without checking that the seed comes before the split "
         "(precision first). A seed expression that mentions a rank (`seed + rank`, "
-        "`get_rank()`, `local_rank`, `RANK`) is per rank. A split that no program reaches is "
+        "`get_rank()`, `local_rank`, `RANK`) is per rank, and so is accelerate's "
+        "`set_seed(seed, device_specific=True)` (it adds the process index to the seed). A split that no program reaches is "
         "reported as a warning: the caller's seeding is unknown and the fix is free. "
         "`KFold`/`StratifiedKFold` are reported only with a literal `shuffle=True`; "
         "`train_test_split(shuffle=False)` is not random. HF `datasets`' `Dataset.train_test_split` "
@@ -174,6 +176,10 @@ def _per_rank(occurrence) -> bool:
     node = module.nodes[ref] if ref is not None else None
     if not isinstance(node, cst.Call):
         return "rank" in str(occurrence.detail[0] if occurrence.detail else "").lower()
+    if module.index.resolve(node.func, node) in DEVICE_SPECIFIC_SEEDS:
+        # accelerate's set_seed(seed, device_specific=True) seeds with `seed + process_index`
+        if bool_value(arg(node, 1, "device_specific")) is True:
+            return True
     data = flow(module.index)
     return any(_mentions_rank(data, a.value, 0) for a in node.args)
 

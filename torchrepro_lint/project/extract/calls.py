@@ -13,14 +13,17 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
-from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws
 from torchrepro_lint.project.extract.literals import is_false, is_none, literal_value
 from torchrepro_lint.project.known_apis import (
     ACCELERATOR_CALLS,
     ACCELERATOR_DEVICE,
+    ADAPTER,
+    ADAPTER_OF_TRAINER,
     CHECKPOINT_CALLS,
     CHECKPOINT_METHODS,
     CUDA_CALLS,
@@ -34,6 +37,7 @@ from torchrepro_lint.project.known_apis import (
     MODEL_FACTORIES,
     MODEL_FACTORY_PREFIXES,
     NUMPY_NOT_DRAWS,
+    PEFT_ADAPTER_CALLS,
     PY_RANDOM_DRAWS,
     RANDOM_INIT_MODULES,
     RANDOM_TRANSFORM_PREFIXES,
@@ -41,6 +45,7 @@ from torchrepro_lint.project.known_apis import (
     SPAWN_FUNCTIONS,
     TENSOR_RANDOM_METHODS,
     TORCH_DRAWS,
+    TRAINERS_DRAWING_ADAPTER_FIRST,
     TRAINING_METHODS,
     Helper,
     Kind,
@@ -87,7 +92,14 @@ class CallLowering:
         spawned = None  # the target of a call that surely spawns: it runs in the child, not here
 
         if q in self.helpers:
+            if q in TRAINERS_DRAWING_ADAPTER_FIRST and config_draws(self.index, _arg(node, None, "peft_config"), node):
+                effect(Kind.MODULE_INIT, detail=ADAPTER_OF_TRAINER)  # get_peft_model, before the trainer's seed
             self.helper_effects(site, self.helpers[q], out)
+        elif q and q.endswith(".__init__") and self._seeding_class(q[: -len(".__init__")]):
+            self.helper_effects(site, self.helpers[q[: -len(".__init__")]], out)  # `Trainer.__init__(self, ...)`
+        elif q in PEFT_ADAPTER_CALLS:
+            if adapter_call_draws(self.index, node, *PEFT_ADAPTER_CALLS[q]):
+                effect(Kind.MODULE_INIT, detail=ADAPTER)
         elif q == "torch.manual_seed":
             effect(Kind.SEED_TORCH, detail=self.seed_detail(node))
         elif q in ("torch.cuda.manual_seed", "torch.cuda.manual_seed_all"):
@@ -213,7 +225,7 @@ class CallLowering:
                 effect(Kind.CHECKPOINT)
             elif method in TRAINING_METHODS:
                 effect(Kind.TRAINING)
-            elif method == "from_pretrained" and _adds_task_head(node.func):
+            elif method == "from_pretrained" and _adds_task_head(node.func) and not _loads_reward_model(node):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
         device = _arg(node, None, "device")
         if device is not None and self._mentions_cuda(device, node) and not any(
@@ -231,14 +243,18 @@ class CallLowering:
         out: list[ir.Stmt] = []
         args = tuple(self.value(a.value) for a in node.args if a.keyword is None and not a.star)
         kwargs = tuple((a.keyword.value, self.value(a.value)) for a in node.args if a.keyword is not None)
+        # A project subclass of a TRL trainer is followed by the interpreter: what its config draws
+        # can only be read here.
+        adapter = _arg(node, None, "peft_config")
+        draws = config_draws(self.index, adapter, node) if adapter is not None and not is_none(adapter) else None
         if q is not None and (q.startswith(LOCAL) or root(q) not in EXTERNAL_ROOTS):
-            out.append(ir.Call(self.ref(node), q, args=args, kwargs=kwargs))
+            out.append(ir.Call(self.ref(node), q, args=args, kwargs=kwargs, adapter_draws=draws))
         elif q is None and isinstance(node.func, cst.Attribute):
             receiver = node.func.value
             if isinstance(receiver, cst.Name):
-                out.append(ir.Call(self.ref(node), None, receiver.value, node.func.attr.value, args, kwargs))
+                out.append(ir.Call(self.ref(node), None, receiver.value, node.func.attr.value, args, kwargs, draws))
             elif isinstance(receiver, cst.Call) and self.index.resolve(receiver.func, node) == "builtins.super":
-                out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs))
+                out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs, draws))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
@@ -271,6 +287,11 @@ class CallLowering:
             out.append(ir.Effect(Kind.ENV_SET, ref, value, ("CUBLAS_WORKSPACE_CONFIG",)))
         if helper.resets_benchmark:
             out.append(ir.Branch(value, (ir.Effect(Kind.BENCHMARK, ref, ir.Const(False)),), ()))
+
+    def _seeding_class(self, qualname: str) -> bool:
+        """A framework class whose constructor seeds (Hugging Face's trainers)."""
+        helper = self.helpers.get(qualname)
+        return helper is not None and helper.seed_text is not None
 
     def spawn(self, node: cst.Call, target: cst.BaseExpression, needs_method: bool, out: list[ir.Stmt]) -> None:
         qualname = self.index.resolve(target, node) if isinstance(target, (cst.Name, cst.Attribute)) else None
@@ -470,6 +491,15 @@ def _adds_task_head(func: cst.Attribute) -> bool:
         return False
     task = name.split("For", 1)[1]
     return any(head in task for head in _NEW_HEAD_TASKS)
+
+
+def _loads_reward_model(call: cst.Call) -> bool:
+    """`AutoModelForSequenceClassification.from_pretrained(reward_model_path, num_labels=1)`: a
+    checkpoint its code names a reward model (TRL's trainers load `reward_funcs` given as strings
+    this way) is a trained scorer, whose head comes with it."""
+    source = _arg(call, 0, "pretrained_model_name_or_path")
+    name = dotted(source) if source is not None else None
+    return name is not None and "reward" in name.rsplit(".", 1)[-1].lower()
 
 
 def _loads_pretrained(call: cst.Call) -> bool:

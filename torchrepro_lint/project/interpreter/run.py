@@ -27,7 +27,7 @@ from torchrepro_lint.project.interpreter.states import (
     same_states,
     split,
 )
-from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.known_apis import ADAPTER_OF_TRAINER, KNOWN_HELPERS, TRAINERS_DRAWING_ADAPTER_FIRST, Helper, Kind
 
 
 class Interpreter:
@@ -217,6 +217,9 @@ class Interpreter:
     def call(self, call: ir.Call, states: list[PathState], frame: Frame) -> list[PathState]:
         target = self.callee(call, frame)
         if target is None:
+            if call.receiver == "super" and call.method == "__init__" and frame.def_class is not None:
+                # the project's part of the class defines no further __init__: a framework base's runs
+                return self.framework_init(frame.def_class, call, states, frame)
             return states
         symbol, self_class, skip_first = target
         args = tuple(self.evaluate(a, frame) for a in call.args)
@@ -224,7 +227,7 @@ class Interpreter:
         if symbol.klass is not None:  # instantiation runs __init__
             init = self.project.method(symbol, "__init__")
             if init is None:
-                return states
+                return self.framework_init(symbol, call, states, frame)
             return self.invoke(init, args, kwargs, states, frame, call.ref, self_class=symbol, skip_first=True)
         return self.invoke(symbol, args, kwargs, states, frame, call.ref, self_class=self_class, skip_first=skip_first)
 
@@ -249,6 +252,35 @@ class Interpreter:
                 method = self.project.method(klass, call.method)
                 return (method, klass, True) if method else None
         return None
+
+    def seeding_base(self, klass: Symbol) -> tuple[str, Helper] | None:
+        """The framework class a project class derives from whose constructor seeds (Hugging
+        Face's Trainer, TRL's trainers), with what it seeds; None if it has none."""
+        helpers = self.project.helpers
+        for name in self.project.external_bases(klass):
+            helper = helpers.get(name) or KNOWN_HELPERS.get(name)
+            if helper is not None and helper.seed_text is not None:
+                return name, helper
+        return None
+
+    def framework_init(self, klass: Symbol, call: ir.Call, states: list[PathState], frame: Frame) -> list[PathState]:
+        """A project subclass built without an __init__ of its own, or its __init__ calling
+        `super().__init__(...)` into the framework: the base's constructor seeds as it would if
+        called directly (lowering's helper_effects), and a TRL trainer given a `peft_config=`
+        that draws initialises the adapter first."""
+        found = self.seeding_base(klass)
+        if found is None:
+            return states
+        base, helper = found
+        statements: list[ir.Stmt] = []
+        if base in TRAINERS_DRAWING_ADAPTER_FIRST and call.adapter_draws:
+            given = self.evaluate(dict(call.kwargs).get("peft_config", ir.UNKNOWN), frame)
+            if given != ir.Const(None):  # `peft_config=peft_config`, a parameter left at None
+                statements.append(ir.Effect(Kind.MODULE_INIT, call.ref, ir.TRUE, ADAPTER_OF_TRAINER))
+        kinds = {"torch": Kind.SEED_TORCH, "random": Kind.SEED_RANDOM, "numpy": Kind.SEED_NUMPY}
+        statements += [ir.Effect(kinds[rng], call.ref, ir.TRUE, (helper.seed_text, ())) for rng in helper.seeds]
+        normal, returned = self.block(statements, states, frame)
+        return normal + returned
 
     def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False):
         function = symbol.function
@@ -299,7 +331,9 @@ class Interpreter:
                 return False
             if target.klass is not None:
                 init = self.project.method(target, "__init__")
-                return init is not None and self.effectful(init, depth)
+                if init is None:
+                    return self.seeding_base(target) is not None
+                return self.effectful(init, depth)
             return target.function is not None and self.effectful(target, depth)
         return not isinstance(statement, (ir.Assign, ir.Return))
 
