@@ -1,0 +1,89 @@
+"""Check pipeline/reparse.py against LibCST's whole parse on real files.
+
+For each .py file under DIRECTORY (shuffled by --seed), make a chain of random edits (insert a
+line from a small set, delete a line, add a comment to a line); for each edited text that
+compiles, reparse it from the previous one and compare with a whole parse: the tree
+(`deep_equals`), the generated code and every line count reparse keeps. Prints how many edits
+were reparsed, how many fell back to a whole parse, and every difference (exit status 1).
+
+    python benchmarks/reparse_fuzz.py /tmp/torchsrc/torch --files 300 --seed 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import libcst as cst
+
+from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
+from torchrepro_lint.pipeline.source import physical_lines
+
+INSERTED = [
+    "x = 1\n", "    y = 2\n", "        z = 3\n", "# note\n", "    # indented note\n", "\n",
+    "def g():\n    return 1\n", "class K:\n    pass\n", "if a:\n    b = 1\nelse:\n    b = 2\n", "@dec\n",
+]
+
+
+def edited(rng: random.Random, text: str) -> str:
+    lines = physical_lines(text)
+    at = rng.randrange(len(lines) + 1)
+    choice = rng.random()
+    if choice < 0.4:
+        lines.insert(at, rng.choice(INSERTED))
+    elif choice < 0.7 and at < len(lines):
+        del lines[at]
+    elif at < len(lines) and not lines[at].rstrip().endswith("\\"):
+        lines[at] = lines[at].rstrip("\r\n") + "  # c\n"
+    return "".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--files", type=int, default=200)
+    parser.add_argument("--edits", type=int, default=6, help="edits per file, each from the last")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    files = sorted(args.directory.rglob("*.py"))
+    rng.shuffle(files)
+    counts = {"edits": 0, "reparsed": 0, "whole": 0, "different": 0}
+    for path in files[: args.files]:
+        try:
+            text = path.read_text(encoding="utf-8")
+            previous = ParsedText(text, cst.parse_module(text))
+        except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError):
+            continue
+        for _ in range(args.edits):
+            new_text = edited(rng, previous.text)
+            try:
+                compile(new_text, str(path), "exec")
+                whole = cst.parse_module(new_text)
+            except (SyntaxError, ValueError, cst.ParserSyntaxError, RecursionError):
+                continue
+            counts["edits"] += 1
+            got = reparse(previous, new_text)
+            if got is None:
+                counts["whole"] += 1
+                previous = ParsedText(new_text, whole)
+                continue
+            counts["reparsed"] += 1
+            # (LibCST itself does not give back every text: compare with its own code)
+            same = got.module.deep_equals(whole) and got.module.code == whole.code and all(
+                counts_ == [_lines(got.module.code_for_node(s)) for s in node.body]
+                for node, counts_ in got.line_counts.values()
+            )
+            if not same:
+                counts["different"] += 1
+                print(f"DIFFERENT: {path}", file=sys.stderr)
+                got = ParsedText(new_text, whole)
+            previous = got
+    print(", ".join(f"{key} {value}" for key, value in counts.items()))
+    return 1 if counts["different"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
