@@ -192,6 +192,10 @@ ATTRIBUTE_ON_CUDA = [
     # a plain class: its class attribute, on the class and on an instance
     ("import torch\n\nclass Settings:\n    device = 'cuda'\n", "w = torch.zeros(3).to(Settings.device)"),
     ("import torch\n\nclass Settings:\n    device = 'cuda'\n", "s = Settings()\nw = torch.zeros(3).to(s.device)"),
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cpu'\n",
+        "opts = Opts()\nopts.device = 'cuda' if torch.cuda.is_available() else 'cpu'\nw = torch.zeros(3).to(opts.device)",
+    ),
     # a constructor parameter kept on self: the argument given, else the default
     (
         "import torch\n\nclass Settings:\n    def __init__(self, device='cuda'):\n        self.device = device\n",
@@ -240,6 +244,20 @@ ATTRIBUTE_OFF_CUDA = [
     (
         "import torch\n\nclass Settings:\n    def __init__(self, device='cuda'):\n        self.device = device\n",
         "s = Settings(device='cpu')\nw = torch.zeros(3).to(s.device)",
+    ),
+    # set on the object (or the class) after it is built
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cuda'\n",
+        "opts = Opts()\nopts.device = 'cpu'\nw = torch.zeros(3).to(opts.device)",
+    ),
+    (
+        "import torch\n\nclass Settings:\n    device = 'cuda'\n\nSettings.device = 'cpu'\n",
+        "w = torch.zeros(3).to(Settings.device)",
+    ),
+    # built from a mapping of overrides: any field may be given
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cuda'\n",
+        "opts = Opts(**{'device': 'cpu'})\nw = torch.zeros(3).to(opts.device)",
     ),
     # an object of a class from elsewhere: its attributes are not read
     ("import torch\nfrom somewhere import Settings\n", "s = Settings()\nw = torch.zeros(3).to(s.device)"),

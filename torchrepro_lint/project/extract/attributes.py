@@ -71,6 +71,8 @@ def attribute_values(
     """The values `<object>.<attribute>` may hold: the class body's default (a keyword of the
     same name at `construction` replaces it, as a dataclass field's), then, on an instance, what
     the methods assign, a parameter of `__init__` read from `construction` where it is given."""
+    if construction is not None and any(a.star for a in construction.args):
+        return []  # `Config(**overrides)`: any attribute may be given
     ordered: list[tuple[Value, bool]] = []
     override = _constructor_argument(index, klass, attribute, construction) if construction is not None else None
     if override is not None:
@@ -88,6 +90,19 @@ def attribute_values(
     # A plain literal set unconditionally replaces every value before it.
     last_replacing = max((i for i, (_, replaces) in enumerate(ordered) if replaces), default=0)
     return [value for value, _ in ordered[last_replacing:]]
+
+
+def with_stores(values: list[Value], scope: cst.CSTNode, owner: str, attribute: str) -> list[Value]:
+    """`values` followed by the stores `owner.attribute = value` in `scope`, in source order. A
+    stored literal replaces what came before it wherever it stands (a device set to "cpu" under a
+    condition may be the one used: precision first)."""
+    out = list(values)
+    for node in _walk(scope):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if any(_is_attribute_of(t, owner, attribute) for t in targets):
+                out = [(node.value, node.value)] if _is_plain_literal(node.value) else [*out, (node.value, node.value)]
+    return out
 
 
 def _constructor_argument(index: ModuleIndex, klass: cst.ClassDef, attribute: str, call: cst.Call):
@@ -142,10 +157,14 @@ def _is_plain_literal(value: cst.BaseExpression) -> bool:
 
 
 def _is_self_attribute(target: cst.BaseExpression, attribute: str) -> bool:
+    return _is_attribute_of(target, "self", attribute)
+
+
+def _is_attribute_of(target: cst.BaseExpression, owner: str, attribute: str) -> bool:
     return (
         isinstance(target, cst.Attribute)
         and isinstance(target.value, cst.Name)
-        and target.value.value == "self"
+        and target.value.value == owner
         and target.attr.value == attribute
     )
 

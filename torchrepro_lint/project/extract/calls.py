@@ -343,12 +343,15 @@ class CallLowering:
                 return None  # a variable of the class's name
         if klass is None:
             return None
-        key = (id(klass), id(construction), attribute, owner == "self" or construction is not None)
+        key = (id(klass), id(construction), owner, attribute, owner == "self" or construction is not None)
         found = self._attribute_values.get(key)
         if found is None:
-            found = self._attribute_values[key] = attributes.attribute_values(
-                self.index, klass, attribute, construction, instance=key[3]
-            )
+            found = attributes.attribute_values(self.index, klass, attribute, construction, instance=key[4])
+            if owner != "self":
+                # `cfg.device = "cpu"` where the object is used (anywhere in the module, for a class)
+                scope = self.index.enclosing(at, cst.FunctionDef) if construction is not None else None
+                found = attributes.with_stores(found, scope or self.index.module, owner, attribute)
+            self._attribute_values[key] = found
         return found
 
     def _import_time_probe(self, node: cst.Call) -> bool:
