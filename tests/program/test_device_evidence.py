@@ -142,3 +142,139 @@ def test_same_attribute_name_in_another_class_is_not_this_device(lint):
 def test_lightning_fabric_accelerator(lint, fabric, on_cuda):
     found = reported(lint(seeded(f"fabric = {fabric}", LIGHTNING), {"select": ["TRP205"]}), lint.root)
     assert found == ({("train.py", 5, "TRP205")} if on_cuda else set())
+
+
+# -- attribute flow: objects built from the module's own classes ------------------------------
+SEED_THEN = "\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n"
+RUNNER = """import torch
+
+class Runner:
+    def __init__(self):
+        self.dev = {choice}
+
+    def place(self, net):
+        return net.to(self.dev)
+"""
+
+
+def program(classes: str, main: str) -> dict[str, str]:
+    body = "".join(f"    {line}\n" for line in main.strip("\n").splitlines())
+    return {"train.py": classes.rstrip("\n") + SEED_THEN + body}
+
+
+def seed_line(files: dict[str, str]) -> int:
+    return files["train.py"].splitlines().index("    torch.manual_seed(0)") + 1
+
+
+ATTRIBUTE_ON_CUDA = [
+    # minGPT's shape: the device kept on self by __init__, used by another method of an object
+    # that is built and used in one expression
+    (RUNNER.format(choice="'cuda' if torch.cuda.is_available() else 'cpu'"), "Runner().place(torch.nn.Linear(3, 3))"),
+    (RUNNER.format(choice="'cuda'"), "r = Runner()\nr.place(torch.nn.Linear(3, 3))"),
+    # cpu first, cuda where present: the later assignment is conditional, so cuda stays possible
+    (
+        "import torch\n\nclass Runner:\n    def __init__(self):\n        self.dev = 'cpu'\n"
+        "        if torch.cuda.is_available():\n            self.dev = 'cuda:0'\n\n"
+        "    def place(self, net):\n        return net.to(self.dev)\n",
+        "r = Runner()\nr.place(torch.nn.Linear(3, 3))",
+    ),
+    # a dataclass config read through an instance
+    (
+        "import torch\nfrom dataclasses import dataclass, field\n\n@dataclass\nclass Opts:\n"
+        "    lr: float = 1e-3\n    device: str = 'cuda'\n",
+        "opts = Opts(lr=0.1)\nw = torch.zeros(3).to(opts.device)",
+    ),
+    (
+        "import torch\nfrom dataclasses import dataclass, field\n\n@dataclass\nclass Opts:\n"
+        "    device: str = field(default='cuda')\n",
+        "opts = Opts()\nw = torch.zeros(3, device=opts.device)",
+    ),
+    # a plain class: its class attribute, on the class and on an instance
+    ("import torch\n\nclass Settings:\n    device = 'cuda'\n", "w = torch.zeros(3).to(Settings.device)"),
+    ("import torch\n\nclass Settings:\n    device = 'cuda'\n", "s = Settings()\nw = torch.zeros(3).to(s.device)"),
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cpu'\n",
+        "opts = Opts()\nopts.device = 'cuda' if torch.cuda.is_available() else 'cpu'\nw = torch.zeros(3).to(opts.device)",
+    ),
+    # a constructor parameter kept on self: the argument given, else the default
+    (
+        "import torch\n\nclass Settings:\n    def __init__(self, device='cuda'):\n        self.device = device\n",
+        "s = Settings()\nw = torch.zeros(3).to(s.device)",
+    ),
+    (
+        "import torch\n\nclass Settings:\n    def __init__(self, device='cpu'):\n        self.device = device\n",
+        "s = Settings(device='cuda')\nw = torch.zeros(3).to(s.device)",
+    ),
+]
+
+ATTRIBUTE_OFF_CUDA = [
+    # the same shapes on the CPU
+    (RUNNER.format(choice="'cpu'"), "Runner().place(torch.nn.Linear(3, 3))"),
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cpu'\n",
+        "opts = Opts()\nw = torch.zeros(3).to(opts.device)",
+    ),
+    ("import torch\n\nclass Settings:\n    device = 'cpu'\n", "w = torch.zeros(3).to(Settings.device)"),
+    # set to cuda, never used to place anything
+    (
+        "import torch\n\nclass Runner:\n    def __init__(self):\n        self.dev = 'cuda'\n\n"
+        "    def place(self, net):\n        return net\n",
+        "Runner().place(torch.nn.Linear(3, 3))",
+    ),
+    # overwritten with cpu before use: in the same method, or by a method defined later
+    (
+        "import torch\n\nclass Runner:\n    def __init__(self):\n        self.dev = 'cuda'\n        self.dev = 'cpu'\n\n"
+        "    def place(self, net):\n        return net.to(self.dev)\n",
+        "r = Runner()\nr.place(torch.nn.Linear(3, 3))",
+    ),
+    (
+        "import torch\n\nclass Runner:\n    def __init__(self):\n        self.dev = 'cuda'\n\n"
+        "    def to_cpu(self):\n        self.dev = 'cpu'\n\n    def place(self, net):\n        return net.to(self.dev)\n",
+        "r = Runner()\nr.to_cpu()\nr.place(torch.nn.Linear(3, 3))",
+    ),
+    # a keyword at construction wins over the default, for a dataclass field and a parameter
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cuda'\n",
+        "opts = Opts(device='cpu')\nw = torch.zeros(3).to(opts.device)",
+    ),
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cuda'\n",
+        "opts = Opts('cpu')\nw = torch.zeros(3).to(opts.device)",
+    ),
+    (
+        "import torch\n\nclass Settings:\n    def __init__(self, device='cuda'):\n        self.device = device\n",
+        "s = Settings(device='cpu')\nw = torch.zeros(3).to(s.device)",
+    ),
+    # set on the object (or the class) after it is built
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cuda'\n",
+        "opts = Opts()\nopts.device = 'cpu'\nw = torch.zeros(3).to(opts.device)",
+    ),
+    (
+        "import torch\n\nclass Settings:\n    device = 'cuda'\n\nSettings.device = 'cpu'\n",
+        "w = torch.zeros(3).to(Settings.device)",
+    ),
+    # built from a mapping of overrides: any field may be given
+    (
+        "import torch\nfrom dataclasses import dataclass\n\n@dataclass\nclass Opts:\n    device: str = 'cuda'\n",
+        "opts = Opts(**{'device': 'cpu'})\nw = torch.zeros(3).to(opts.device)",
+    ),
+    # an object of a class from elsewhere: its attributes are not read
+    ("import torch\nfrom somewhere import Settings\n", "s = Settings()\nw = torch.zeros(3).to(s.device)"),
+    # another class's attribute of the same name
+    (
+        "import torch\n\nclass Gpu:\n    device = 'cuda'\n\nclass Cpu:\n    device = 'cpu'\n",
+        "c = Cpu()\nw = torch.zeros(3).to(c.device)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("classes", "main"), ATTRIBUTE_ON_CUDA)
+def test_device_through_an_attribute_is_cuda(lint, classes, main):
+    files = program(classes, main)
+    assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == {("train.py", seed_line(files), "TRP205")}
+
+
+@pytest.mark.parametrize(("classes", "main"), ATTRIBUTE_OFF_CUDA)
+def test_attribute_look_alikes_are_not_cuda(lint, classes, main):
+    assert reported(lint(program(classes, main), {"select": ["TRP205"]}), lint.root) == set()

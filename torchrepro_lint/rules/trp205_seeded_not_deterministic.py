@@ -25,9 +25,15 @@ class SeededNotDeterministic(Rule):
     )
     decisions = (
         "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
-        "`.cuda()`, a `\"cuda\"` device (also through a variable, or an attribute "
-        "`self.device` set in a method of the same class), the nccl backend. Programs whose "
-        "device comes only from configuration are not reported. The device-generic APIs count as "
+        "`.cuda()`, a `\"cuda\"` device (also through a variable, or an attribute of a class "
+        "of the same module: `self.device` set in a method of the class, the class attribute or "
+        "dataclass default read as `Config.device` or `cfg.device` from `cfg = Config(...)`, a "
+        "constructor argument kept on `self`; a keyword given at construction replaces the "
+        "default, a literal assigned later in a method without a condition replaces earlier "
+        "values, and so does one stored on the object or class, `cfg.device = \"cpu\"`; built "
+        "with `Config(**overrides)`, an object's attributes are unknown), the "
+        "nccl backend. Programs whose device comes only from configuration (or from an object of "
+        "a class defined elsewhere) are not reported. The device-generic APIs count as "
         "CUDA (an accelerator is a GPU whose kernels have the same hazards): a kept or used "
         "`torch.accelerator.current_accelerator()`, `torch.accelerator.set_device_index` / "
         "`device_index`, `torch.accelerator.is_available()` where it picks a device, "
@@ -107,6 +113,22 @@ if __name__ == "__main__":
 ''',
             "The device-generic accelerator API",
         ),
+        Example(
+            '''import torch
+
+class Trainer:
+    def __init__(self):
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    def fit(self, model):
+        return model.to(self.device)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)  # <-- TRP205
+    Trainer().fit(torch.nn.Linear(4, 4))
+''',
+            "The device kept on an object",
+        ),
     )
     traps = (
         Example(
@@ -160,6 +182,21 @@ if __name__ == "__main__":
     trainer.train()
 ''',
             "Only Hugging Face's Trainer seeds (its default `args.seed`): no seed the program asked for",
+        ),
+        Example(
+            '''import torch
+from dataclasses import dataclass
+
+@dataclass
+class TrainConfig:
+    device: str = "cuda"
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    cfg = TrainConfig(device="cpu")
+    model = torch.nn.Linear(4, 4).to(cfg.device)
+''',
+            "A config's CUDA default overridden at construction",
         ),
     )
 

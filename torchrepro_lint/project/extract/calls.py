@@ -17,6 +17,7 @@ from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws
 from torchrepro_lint.project.extract.literals import is_false, is_none, literal_value
 from torchrepro_lint.project.known_apis import (
@@ -76,7 +77,7 @@ class CallLowering:
 
     index: ModuleIndex
     helpers: dict[str, Helper]
-    _attribute_values: dict[tuple[int, str], list[cst.BaseExpression]]
+    _attribute_values: dict[tuple, list[attributes.Value]]
 
     def calls_of(self, statement: cst.CSTNode, targets: tuple[str, ...] = ()) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -255,6 +256,11 @@ class CallLowering:
                 out.append(ir.Call(self.ref(node), None, receiver.value, node.func.attr.value, args, kwargs, draws))
             elif isinstance(receiver, cst.Call) and self.index.resolve(receiver.func, node) == "builtins.super":
                 out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs, draws))
+            elif isinstance(receiver, cst.Call) and _project_name(built := self.index.resolve(receiver.func, receiver)):
+                # `Trainer(cfg).fit(model)`: the method of the object just built (its own call ran first)
+                instance = f"<{built}()>"  # a name no Python variable has
+                out.append(ir.Assign(instance, ir.Instance(built)))
+                out.append(ir.Call(self.ref(node), None, instance, node.func.attr.value, args, kwargs, draws))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
@@ -317,24 +323,35 @@ class CallLowering:
                     return True
         return False
 
-    def _self_attribute_values(self, at: cst.CSTNode, attribute: str) -> list[cst.BaseExpression]:
-        """Every value the enclosing class's methods assign to `self.<attribute>`."""
-        klass = self.index.enclosing(at, cst.ClassDef)
+    def _attribute_values_of(self, expr: cst.Attribute, at: cst.CSTNode) -> list[attributes.Value] | None:
+        """The values `owner.attribute` may hold, where the owner is `self`, an instance of a class
+        of this module built in the same scope, or such a class itself; None for any other owner."""
+        owner, attribute = expr.value.value, expr.attr.value
+        if owner == "self":
+            klass = self.index.enclosing(at, cst.ClassDef)
+            construction = None
+        else:
+            klass = attributes.local_class(self.index, self.index.resolve(expr.value, at))
+            construction = None
+            if klass is None:
+                built = self.index.assigned_value(owner, at)
+                if not isinstance(built, cst.Call):
+                    return None
+                klass = attributes.local_class(self.index, self.index.resolve(built.func, built))
+                construction = built
+            elif self.index.assigned_value(owner, at) is not None:
+                return None  # a variable of the class's name
         if klass is None:
-            return []
-        key = (id(klass), attribute)
+            return None
+        key = (id(klass), id(construction), owner, attribute, owner == "self" or construction is not None)
         found = self._attribute_values.get(key)
         if found is None:
-            found = self._attribute_values[key] = [
-                node.value
-                for node in _subexpressions(klass.body)
-                if isinstance(node, cst.Assign)
-                for target in node.targets
-                if isinstance(target.target, cst.Attribute)
-                and isinstance(target.target.value, cst.Name)
-                and target.target.value.value == "self"
-                and target.target.attr.value == attribute
-            ]
+            found = attributes.attribute_values(self.index, klass, attribute, construction, instance=key[4])
+            if owner != "self":
+                # `cfg.device = "cpu"` where the object is used (anywhere in the module, for a class)
+                scope = self.index.enclosing(at, cst.FunctionDef) if construction is not None else None
+                found = attributes.with_stores(found, scope or self.index.module, owner, attribute)
+            self._attribute_values[key] = found
         return found
 
     def _import_time_probe(self, node: cst.Call) -> bool:
@@ -403,9 +420,12 @@ class CallLowering:
             return False
         if isinstance(expr, cst.IfExp):
             return any(self._mentions_cuda(e, at, depth + 1) for e in (expr.test, expr.body, expr.orelse))
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            # `self.device`, set in a method of the same class (a Trainer's __init__)
-            return any(self._mentions_cuda(v, v, depth + 1) for v in self._self_attribute_values(at, expr.attr.value))
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+            # `self.device` set in a method of the same class (a Trainer's __init__), `cfg.device`
+            # of a config built from a class of this module, or the class attribute `Config.device`
+            values = self._attribute_values_of(expr, at)
+            if values is not None:
+                return any(self._mentions_cuda(v, where, depth + 1) for v, where in values)
         if isinstance(expr, cst.Attribute) and expr.attr.value == "type":  # `current_accelerator().type`
             return self._mentions_cuda(expr.value, at, depth + 1)
         if isinstance(expr, cst.FormattedString):
@@ -420,6 +440,10 @@ _INSPECTING_BUILTINS = frozenset(
     {"builtins.print", "builtins.str", "builtins.repr", "builtins.getattr", "builtins.hasattr", "builtins.isinstance"}
 )
 _PROBE_KINDS = frozenset({Kind.DRAW, Kind.CUDA, Kind.MODULE_INIT})
+
+
+def _project_name(qualname: str | None) -> bool:
+    return bool(qualname) and (qualname.startswith(LOCAL) or root(qualname) not in EXTERNAL_ROOTS)
 
 
 def _subexpressions(expr: cst.CSTNode):

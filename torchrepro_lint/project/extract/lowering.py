@@ -46,7 +46,7 @@ class Lowering(CallLowering):
         self.index = index
         self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
         self.nodes: list[cst.CSTNode] = []
-        self._attribute_values: dict[tuple[int, str], list[cst.BaseExpression]] = {}
+        self._attribute_values: dict[tuple, list] = {}  # (class, construction, attribute, instance) -> values
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)

@@ -1,0 +1,185 @@
+"""Where an attribute's value comes from: the assignments a device read as `self.device`,
+`cfg.device` or `Config.device` may hold, for the device evidence of calls.py.
+
+Read from the module's own classes only (a class imported from another module is not seen),
+and conservatively: a later assignment of a plain literal that stands in its method (or class
+body) unconditionally replaces what came before it, so a device set to "cuda" and then to
+"cpu" is not CUDA. Each value comes with the node its names are read from.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.syntax import arg as _arg
+from torchrepro_lint.project.extract.literals import literal_value
+
+Value = tuple[cst.BaseExpression, cst.CSTNode]  # (expression, where its names are read)
+_MISSING = object()
+
+
+def local_class(index: ModuleIndex, qualname: str | None) -> cst.ClassDef | None:
+    """The class a qualified name like "@.TrainConfig" names in this module, if any."""
+    if not qualname or not qualname.startswith(LOCAL):
+        return None
+    return index.classes.get(qualname[len(LOCAL):])
+
+
+def class_defaults(index: ModuleIndex, klass: cst.ClassDef, attribute: str) -> list[tuple[Value, bool]]:
+    """`device = "cuda"` / `device: str = "cuda"` / `device: str = field(default="cuda")` in
+    the class body: (value, unconditional)."""
+    out = []
+    for statement in klass.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            value = None
+            if isinstance(small, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == attribute for t in small.targets
+            ):
+                value = small.value
+            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == attribute:
+                value = small.value
+                if isinstance(value, cst.Call) and index.resolve(value.func, value) == "dataclasses.field":
+                    value = _arg(value, None, "default")
+            if value is not None:
+                out.append(((value, value), True))
+    return out
+
+
+def method_assignments(index: ModuleIndex, klass: cst.ClassDef, attribute: str):
+    """Every `self.<attribute> = value` in the class's methods, in source order:
+    (value, the function it is in, unconditional there)."""
+    out = []
+    for method in klass.body.body:
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        for node in _walk(method.body):
+            if not isinstance(node, (cst.Assign, cst.AnnAssign)):
+                continue
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if node.value is not None and any(_is_self_attribute(t, attribute) for t in targets):
+                out.append((node.value, method, _unconditional(index, node, method)))
+    return out
+
+
+def attribute_values(
+    index: ModuleIndex, klass: cst.ClassDef, attribute: str, construction: cst.Call | None = None, instance: bool = True
+) -> list[Value]:
+    """The values `<object>.<attribute>` may hold: the class body's default (a keyword of the
+    same name at `construction` replaces it, as a dataclass field's), then, on an instance, what
+    the methods assign, a parameter of `__init__` read from `construction` where it is given."""
+    if construction is not None and any(a.star for a in construction.args):
+        return []  # `Config(**overrides)`: any attribute may be given
+    ordered: list[tuple[Value, bool]] = []
+    override = _constructor_argument(index, klass, attribute, construction) if construction is not None else None
+    if override is not None:
+        ordered.append(((override, construction), _is_plain_literal(override)))
+    else:
+        ordered += class_defaults(index, klass, attribute)
+    if instance:
+        for value, method, unconditional in method_assignments(index, klass, attribute):
+            where: cst.CSTNode = value
+            if construction is not None and method.name.value == "__init__" and isinstance(value, cst.Name):
+                bound = _parameter_value(method, value.value, construction)
+                if bound is not None:
+                    value, where = bound
+            ordered.append(((value, where), unconditional and _is_plain_literal(value)))
+    # A plain literal set unconditionally replaces every value before it.
+    last_replacing = max((i for i, (_, replaces) in enumerate(ordered) if replaces), default=0)
+    return [value for value, _ in ordered[last_replacing:]]
+
+
+def with_stores(values: list[Value], scope: cst.CSTNode, owner: str, attribute: str) -> list[Value]:
+    """`values` followed by the stores `owner.attribute = value` in `scope`, in source order. A
+    stored literal replaces what came before it wherever it stands (a device set to "cpu" under a
+    condition may be the one used: precision first)."""
+    out = list(values)
+    for node in _walk(scope):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if any(_is_attribute_of(t, owner, attribute) for t in targets):
+                out = [(node.value, node.value)] if _is_plain_literal(node.value) else [*out, (node.value, node.value)]
+    return out
+
+
+def _constructor_argument(index: ModuleIndex, klass: cst.ClassDef, attribute: str, call: cst.Call):
+    """`TrainConfig(device="cpu")`, or the positional argument of a dataclass field."""
+    keyword = _arg(call, None, attribute)
+    if keyword is not None:
+        return keyword
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if not positional or klass.bases or not _is_dataclass(index, klass):
+        return None
+    fields = [
+        s.body[0].target.value
+        for s in klass.body.body
+        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign) and isinstance(s.body[0].target, cst.Name)
+    ]
+    position = fields.index(attribute) if attribute in fields else len(positional)
+    return positional[position] if position < len(positional) else None
+
+
+def _parameter_value(function: cst.FunctionDef, name: str, call: cst.Call) -> tuple[cst.BaseExpression, cst.CSTNode] | None:
+    """What parameter `name` of `__init__` is bound to by `call`: its argument, else its default."""
+    params = list(function.params.posonly_params) + list(function.params.params)
+    names = [p.name.value for p in params]
+    if name not in names and name not in [p.name.value for p in function.params.kwonly_params]:
+        return None
+    keyword = _arg(call, None, name)
+    if keyword is not None:
+        return keyword, call
+    if any(a.star for a in call.args):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    if name in names:
+        position = names.index(name) - 1  # after self
+        if 0 <= position < len(positional):
+            return positional[position], call
+    for param in [*params, *function.params.kwonly_params]:
+        if param.name.value == name and param.default is not None:
+            return param.default, param.default
+    return None
+
+
+def _is_dataclass(index: ModuleIndex, klass: cst.ClassDef) -> bool:
+    for decorator in klass.decorators:
+        target = decorator.decorator.func if isinstance(decorator.decorator, cst.Call) else decorator.decorator
+        if index.resolve(target, target) in ("dataclasses.dataclass", "dataclass"):
+            return True
+    return False
+
+
+def _is_plain_literal(value: cst.BaseExpression) -> bool:
+    return literal_value(value, _MISSING) is not _MISSING
+
+
+def _is_self_attribute(target: cst.BaseExpression, attribute: str) -> bool:
+    return _is_attribute_of(target, "self", attribute)
+
+
+def _is_attribute_of(target: cst.BaseExpression, owner: str, attribute: str) -> bool:
+    return (
+        isinstance(target, cst.Attribute)
+        and isinstance(target.value, cst.Name)
+        and target.value.value == owner
+        and target.attr.value == attribute
+    )
+
+
+def _unconditional(index: ModuleIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """Whether `node` runs whenever `function` does: no branch, loop, try or nested def between."""
+    for ancestor in index.ancestors(node):
+        if ancestor is function:
+            return True
+        if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Match, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+    return False
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
