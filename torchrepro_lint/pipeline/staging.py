@@ -42,8 +42,9 @@ from torchrepro_lint.pipeline.source import PARSES, SourceFile
 # dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text). The
 # largest files are lowered first and keep theirs (engine._lower_all). On torch's source (46 MB)
 # with --jobs 1: 16 MB kept in file order peaked at 1.9 GiB, 10 MB of the largest at 1.04 GiB,
-# in about two thirds of the time (huge files were no longer parsed again on a full heap).
-TREE_BUDGET = 10_000_000
+# in about two thirds of the time (huge files were no longer parsed again on a full heap); 8 MB
+# at 999 MiB, 4% slower than 10 MB (3:42 against 3:33, same output, runs back to back).
+TREE_BUDGET = 8_000_000
 # The same for all the processes of a sharded run (shards/) together, each keeping its part.
 # Measured on torch's source (46 MB) with two processes: 16, 20 and 24 MB each gave the same
 # peak memory (2.5 and 1.9 GiB), and 20 MB each parses 1,567 files again instead of 2,038.
