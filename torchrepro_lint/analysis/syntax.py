@@ -266,3 +266,12 @@ _OPERATORS: dict[type, str | tuple[str, str]] = {
     cst.Power: "**", cst.MatrixMultiply: "@", cst.LeftShift: "<<", cst.RightShift: ">>", cst.BitAnd: "&",
     cst.BitOr: "|", cst.BitXor: "^",
 }
+
+
+def descendants(node: cst.CSTNode):
+    """`node` and every node below it, in source order (iteratively: deep code is no recursion limit)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))

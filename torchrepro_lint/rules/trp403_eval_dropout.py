@@ -5,6 +5,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.op_matching.gradients import GradContext
 from torchrepro_lint.analysis.op_matching.values import ABSENT, argument, possible_values
+from torchrepro_lint.analysis.syntax import descendants
 from torchrepro_lint.fixes.edits import add_keywords, make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule, last_names
 
@@ -210,7 +211,7 @@ class Selu(nn.Module):
         # An earlier `if not self.training: return ...` in the method.
         fl = flow(index)
         here = fl.pos(call)
-        for node in _walk(method):
+        for node in descendants(method):
             if isinstance(node, cst.If) and fl.pos(node) < here and not fl.inside(call, node) and _mentions_training(node.test):
                 body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
                 if body and _returns(body[-1]):
@@ -223,7 +224,7 @@ class Selu(nn.Module):
         if _mentions_training(value):
             return True
         fl = flow(index)
-        for node in _walk(value):
+        for node in descendants(value):
             if isinstance(node, cst.Name) and fl.is_load(node) and fl.parameter(node) is None:
                 reaching = fl.reaching_value(node)
                 if reaching is not None and self._value_mentions_training(index, reaching, depth + 1):
@@ -244,7 +245,7 @@ class Selu(nn.Module):
 
 
 def _mentions_training(expr: cst.CSTNode) -> bool:
-    for node in _walk(expr):
+    for node in descendants(expr):
         if isinstance(node, cst.Attribute) and node.attr.value in TRAINING_NAMES:
             return True
         if isinstance(node, cst.Name) and node.value in TRAINING_NAMES:
@@ -256,14 +257,6 @@ def _returns(statement: cst.CSTNode) -> bool:
     if isinstance(statement, cst.SimpleStatementLine):
         return any(isinstance(s, (cst.Return, cst.Raise)) for s in statement.body)
     return False
-
-
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
 
 
 def _zero(values) -> bool:

@@ -14,6 +14,7 @@ import libcst as cst
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.syntax import arg as _arg
+from torchrepro_lint.analysis.syntax import descendants
 from torchrepro_lint.project.extract.literals import literal_value
 
 Value = tuple[cst.BaseExpression, cst.CSTNode]  # (expression, where its names are read)
@@ -56,7 +57,7 @@ def method_assignments(index: ModuleIndex, klass: cst.ClassDef, attribute: str):
     for method in klass.body.body:
         if not isinstance(method, cst.FunctionDef):
             continue
-        for node in _walk(method.body):
+        for node in descendants(method.body):
             if not isinstance(node, (cst.Assign, cst.AnnAssign)):
                 continue
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -97,7 +98,7 @@ def with_stores(values: list[Value], scope: cst.CSTNode, owner: str, attribute: 
     stored literal replaces what came before it wherever it stands (a device set to "cpu" under a
     condition may be the one used: precision first)."""
     out = list(values)
-    for node in _walk(scope):
+    for node in descendants(scope):
         if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             if any(_is_attribute_of(t, owner, attribute) for t in targets):
@@ -177,9 +178,3 @@ def _unconditional(index: ModuleIndex, node: cst.CSTNode, function: cst.Function
         if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Match, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
     return False
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
