@@ -311,3 +311,47 @@ def test_an_edit_in_a_function_parses_that_function_only_and_finds_what_a_fresh_
     assert kept == [True, False, True, True, True]  # the import, main and the calls: the same objects
     fresh = Workspace(tmp_path, persistent=False).open(train, edited)
     assert fresh.analyse().findings == session.analyse().findings
+
+
+UPSAMPLE = """import torch.nn.functional as F
+
+
+def upsample(x):
+    return F.interpolate(x, scale_factor=2, mode="bilinear")
+"""
+TRAIN_WITHOUT_GRAD = """import torch
+from models import upsample
+
+torch.manual_seed(0)
+x = torch.randn(1, 3, 8, 8, device="cuda", requires_grad=True)
+with torch.no_grad():
+    y = upsample(x)
+"""
+
+
+def test_results_that_read_another_module_follow_its_edits_as_a_fresh_session_does(tmp_path: Path):
+    # The per-file findings of models.py read which modules mention `upsample` and what those
+    # modules do with it: an edit of train.py, or eval.py starting to use it, must reach them
+    # though models.py did not change.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    models, train, evaluate = ((tmp_path / name).resolve() for name in ("models.py", "train.py", "eval.py"))
+    models.write_text(UPSAMPLE)
+    train.write_text(TRAIN_WITHOUT_GRAD)
+    evaluate.write_text("x = 1\n")
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, TRAIN_WITHOUT_GRAD)
+    workspace.open(evaluate, "x = 1\n")
+    with_grad = TRAIN_WITHOUT_GRAD.replace("with torch.no_grad():\n    y = upsample(x)\n", "y = upsample(x)\ny.sum().backward()\n")
+    renamed = with_grad.replace("upsample", "upscale").replace("from models import upscale", "from models import upsample as upscale")
+    steps = [(train, with_grad), (train, with_grad + "# a comment\n"), (train, renamed), (train, TRAIN_WITHOUT_GRAD)]
+    steps.append((evaluate, with_grad.replace("torch.manual_seed(0)\n", "")))  # the word appears in eval.py
+    seen = []
+    for path, text in [(train, TRAIN_WITHOUT_GRAD), *steps]:
+        session.buffers[path] = text
+        found = session.analyse().findings
+        fresh = Workspace(tmp_path, persistent=False)
+        for buffer, buffer_text in session.buffers.items():
+            fresh.open(buffer, buffer_text)
+        assert found == fresh.sessions[session.root].analyse().findings
+        seen.append(("models.py", "TRP401") in [(p.name, f.code) for p, fs in found.items() for f in fs])
+    assert seen == [False, True, True, True, False, True]

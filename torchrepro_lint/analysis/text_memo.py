@@ -26,3 +26,8 @@ class TextMemo:
                 self._answers.clear()
             found = self._answers[key] = self.answer(text, word)
         return found
+
+
+# Whether a text contains a word (as a substring): modules_mentioning's filter, asked of every
+# module for every word a result read, in every run of the language server.
+contains = TextMemo(lambda text, word: word in text)

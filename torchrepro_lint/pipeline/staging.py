@@ -33,6 +33,7 @@ from torchrepro_lint.pipeline.cache import canonical, digest, dumps_with_modules
 from torchrepro_lint.rules.context import LintContext
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
+from torchrepro_lint.pipeline.read_values import ReadValues
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import summaries
 from torchrepro_lint.project.programs import interpret, program_entries
@@ -116,6 +117,8 @@ class LoweredStore:
         self._pinned: set = set()  # paths of modules whose rules are running (never dropped)
         self._program_digests: dict = {}  # id(program) -> digest of its facts
         self._programs_seen: list = []
+        # The values of reads (Digests), from the last run where the cache lives across runs
+        self.reads = ReadValues(getattr(cache, "read_values", None))
         self._primed: dict = {}  # resolved path -> (IR, digest) found or sent ahead of `get`
         # In a sharded run (shards/): remote(module, kind, argument, compute) gives a summary,
         # asking the process that has the module's tree instead of parsing it here.
@@ -172,6 +175,9 @@ class LoweredStore:
         """The run is over: forget what it held. Its modules point back at this store, so
         without this a long-lived process (the language server) left each run's project to
         the cycle collector, whose full passes over the server's heap took seconds."""
+        if hasattr(self.cache, "read_values"):
+            self.cache.read_values = self.reads.carried()
+        self.reads = ReadValues()  # (the values hold modules, which hold this store)
         self.cache = None  # (the language server's cache holds modules, which hold this store)
         self._summaries.clear()
         self._summarised.clear()
@@ -308,29 +314,34 @@ class Digests:
         self._missing_memo: dict = {}
 
     def of(self, read) -> str | None:
+        """The current value of `read`; the store's ReadValues remembers those that did not change."""
         kind, path = read
         if kind == "programs":
             return self._programs_digest(path)
+        values = self.store.reads
         if kind == "mentions":
-            return digest(sorted(str(m.path) for m in self.project.mentioning(path)))
-        if kind == "reported":
-            module = self.project.modules.get(path)
-            # a finding holds its display path and lines, and only linted modules get findings
-            return None if module is None else digest(module.linted, module.source.path.as_posix(), self.store.text_digest(module))
+            compute = lambda: digest(sorted(str(m.path) for m in self.project.mentioning(path)))
+            return values.mentions(read, path, values.basis(self.project), compute)
         if kind == MISSING_IMPORTS:  # imports that found no module: which of their files exist now
-            return digest([self._missing(key) for key in path])
-        if kind == "display":  # a message naming another module's file
+            return values.missing(read, values.basis(self.project), lambda: digest([self._missing(key) for key in path]))
+        if kind in ("reported", "display"):  # only modules of the project: never loaded for this
             module = self.project.modules.get(path)
-            return None if module is None else digest(module.source.path.as_posix())
-        if kind == "summary":
-            path, summary_kind, argument = path
-            module = self.project.modules.get(path) or self.project.load_path(path)
-            return None if module is None else digest(canonical(summaries.current(module, summary_kind, argument)))
-        if kind not in ("ir", "content"):
+        elif kind == "summary" or kind in ("ir", "content"):
+            module_path = path[0] if kind == "summary" else path
+            module = self.project.modules.get(module_path) or self.project.load_path(module_path)
+        else:
             return None  # a read of an older format: never matches
-        module = self.project.modules.get(path) or self.project.load_path(path)
-        if module is None:
-            return None
+        return None if module is None else values.of_module(read, module, lambda: self._of_module(kind, path, module))
+
+    def _of_module(self, kind: str, path, module: ProjectModule) -> str | None:
+        if kind == "reported":
+            # a finding holds its display path and lines, and only linted modules get findings
+            return digest(module.linted, module.source.path.as_posix(), self.store.text_digest(module))
+        if kind == "display":  # a message naming another module's file
+            return digest(module.source.path.as_posix())
+        if kind == "summary":
+            _, summary_kind, argument = path
+            return digest(canonical(summaries.current(module, summary_kind, argument)))
         if kind == "ir":
             return self.store.ir_digests.get(module.path)
         return self.store.text_digest(module)

@@ -17,7 +17,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
-from torchrepro_lint.analysis.text_memo import TextMemo
+from torchrepro_lint.analysis.text_memo import contains
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract.lowering import Lowering
 from torchrepro_lint.project.known_apis import Helper
@@ -167,9 +167,6 @@ def module_identity(path: Path) -> tuple[str, str | None, Path]:
     return name, package, directory
 
 
-_contains = TextMemo(lambda text, word: word in text)
-
-
 @lru_cache(maxsize=4096)
 def _path_of(text: str) -> Path:
     return Path(text)
@@ -222,6 +219,8 @@ class ProjectIndex:
     # IR are the same: the language server's runs then share module objects, and with them
     # what was computed on them (a program's facts point at modules).
     reusable: dict | None = field(default=None, repr=False)
+    # Counts changes to `modules` (pipeline/read_values.py keys its view of them on it).
+    generation: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
@@ -274,6 +273,7 @@ class ProjectIndex:
         self._forget_resolution()
 
     def _forget_resolution(self) -> None:
+        self.generation += 1
         self.import_walks.clear()
         self.callback_runs.clear()
         self._named.clear()
@@ -295,7 +295,7 @@ class ProjectIndex:
         every program's cached facts that read a word, about 500 scans of every text per run)."""
         found = self._mentioning.get(word)
         if found is None:
-            found = self._mentioning[word] = [m for m in self.modules.values() if _contains(m.source.text, word)]
+            found = self._mentioning[word] = [m for m in self.modules.values() if contains(m.source.text, word)]
         return found
 
     @property

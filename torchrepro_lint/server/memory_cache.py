@@ -31,6 +31,7 @@ class MemoryCache:
         # staging.ProgramRunner gives them again while those modules are the run's.
         self.unpickled: dict[int, tuple] = {}
         self.program_digests: dict[int, tuple] = {}  # id(facts) -> (facts, program shape, digest)
+        self.read_values = None  # the last run's pipeline.read_values.ReadValues
 
     def __len__(self) -> int:
         return len(self._entries)

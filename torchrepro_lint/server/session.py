@@ -79,8 +79,9 @@ class ProjectSession:
         self._texts: dict[Path, tuple] = {}  # files on disk: path -> (stat, text)
         self._config: tuple | None = None  # (pyproject stat, Config)
         self._listing = None
-        # Import candidates missing on disk, kept between analyses (project/index.py); emptied
-        # when the listing changes or the client says files changed, as a new file may be one.
+        # Import candidates missing on disk, kept between analyses (project/index.py); a new set
+        # when the listing changes or the client says files changed, as a new file may be one
+        # (a new object: values computed from the old one are no longer taken, read_values.py).
         self.absent: set[Path] = set()
         self.cache: MemoryCache | None = None
         self.last: Analysis | None = None
@@ -111,7 +112,7 @@ class ProjectSession:
 
     def files_changed(self) -> None:
         """The client saw files change on disk: one may be a module an import looked for."""
-        self.absent.clear()
+        self.absent = set()
 
     def _disk_cache(self, config: Config) -> Cache | None:
         if not self.persistent or self.standalone:
@@ -126,7 +127,7 @@ class ProjectSession:
             listing = self._listing
             if listing is None or any(_mtime(d) != m for d, m in listing.dirs.items()):
                 listing = self._listing = list_project(self.root, config)
-                self.absent.clear()
+                self.absent = set()
             listed, members = listing.files, listing.members
         extra = [p for p in self.buffers if p not in members and p.name.endswith(LINTED_SUFFIXES)]
         return [*listed, *sorted(extra, key=lambda p: p.as_posix())]

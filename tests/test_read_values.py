@@ -1,0 +1,99 @@
+"""pipeline/read_values.py: a value is given again only while what it was computed from is the same."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from torchrepro_lint.pipeline.read_values import ReadValues
+
+
+def _module(text):
+    return SimpleNamespace(source=SimpleNamespace(text=text))
+
+
+class Counting:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, value):
+        def compute():
+            self.calls += 1
+            return value
+        return compute
+
+
+def _project(modules, absent, load_errors=None, generation=0):
+    return SimpleNamespace(modules=modules, load_errors=load_errors or {}, absent=absent, generation=generation)
+
+
+def test_a_read_of_one_module_is_computed_again_only_for_another_module_object():
+    kept, edited = _module("a = 1\n"), _module("b = 1\n")
+    compute = Counting()
+    first = ReadValues()
+    assert first.of_module(("ir", "a"), kept, compute("A")) == "A"
+    assert first.of_module(("ir", "a"), kept, compute("changed")) == "A"  # the same run: remembered
+    first.of_module(("ir", "b"), edited, compute("B"))
+    second = ReadValues(first.carried())
+    assert second.of_module(("ir", "a"), kept, compute("changed")) == "A"
+    assert second.of_module(("ir", "b"), _module("b = 2\n"), compute("B2")) == "B2"
+    assert compute.calls == 3
+
+
+def test_mentions_are_asked_again_only_of_the_modules_that_changed_and_only_if_the_word_moved():
+    absent = set()
+    a, b = _module("torch.manual_seed(0)\n"), _module("x = 1\n")
+    first = ReadValues()
+    compute = Counting()
+    first.mentions(("mentions", "manual_seed"), "manual_seed", first.basis(_project({"a": a, "b": b}, absent)), compute("1"))
+    # b edited without the word: still the value of before
+    second = ReadValues(first.carried())
+    basis = second.basis(_project({"a": a, "b": _module("x = 2\n")}, absent))
+    assert second.mentions(("mentions", "manual_seed"), "manual_seed", basis, compute("other")) == "1"
+    # b edited to mention it: computed again
+    third = ReadValues(second.carried())
+    basis = third.basis(_project({"a": a, "b": _module("torch.manual_seed(1)\n")}, absent))
+    assert third.mentions(("mentions", "manual_seed"), "manual_seed", basis, compute("2")) == "2"
+    # a module more: computed again
+    fourth = ReadValues(third.carried())
+    basis = fourth.basis(_project({"a": a, "b": b, "c": _module("")}, absent))
+    assert fourth.mentions(("mentions", "manual_seed"), "manual_seed", basis, compute("3")) == "3"
+    assert compute.calls == 3
+
+
+def test_missing_imports_are_looked_for_again_when_the_absent_files_may_have_come():
+    a = _module("import helpers\n")
+    absent = {Path("helpers.py")}
+    read = ("missing imports", (("helpers", "."),))
+    compute = Counting()
+    first = ReadValues()
+    first.missing(read, first.basis(_project({"a": a}, absent)), compute("none"))
+    second = ReadValues(first.carried())
+    # another text of a, same modules and same absent set: the same files exist
+    assert second.missing(read, second.basis(_project({"a": _module("import helpers\nx = 1\n")}, absent)), compute("x")) == "none"
+    third = ReadValues(second.carried())
+    # the server replaces its absent set when files may have appeared
+    assert third.missing(read, third.basis(_project({"a": a}, set())), compute("found")) == "found"
+    fourth = ReadValues(third.carried())
+    # a file that failed to load now: looked for again
+    project = _project({"a": a}, absent, load_errors={Path("b.py"): "bad"})
+    assert fourth.missing(read, fourth.basis(project), compute("broken")) == "broken"
+    assert compute.calls == 3
+
+
+def test_without_a_shared_absent_set_missing_imports_are_never_carried():
+    # The CLI has no set of absent files: disk may change between its runs.
+    a = _module("import helpers\n")
+    read = ("missing imports", (("helpers", "."),))
+    compute = Counting()
+    first = ReadValues()
+    first.missing(read, first.basis(_project({"a": a}, None)), compute("none"))
+    second = ReadValues(first.carried())
+    assert second.missing(read, second.basis(_project({"a": a}, None)), compute("again")) == "again"
+
+
+def test_the_basis_is_one_object_while_the_project_does_not_change():
+    values = ReadValues()
+    project = _project({"a": _module("")}, set())
+    assert values.basis(project) is values.basis(project)
+    before = values.basis(project)
+    project.generation += 1
+    assert values.basis(project) is not before
