@@ -355,3 +355,22 @@ def test_results_that_read_another_module_follow_its_edits_as_a_fresh_session_do
         assert found == fresh.sessions[session.root].analyse().findings
         seen.append(("models.py", "TRP401") in [(p.name, f.code) for p, fs in found.items() for f in fs])
     assert seen == [False, True, True, True, False, True]
+
+
+def test_a_script_that_becomes_imported_stops_being_a_program_of_its_own(tmp_path: Path):
+    # Which modules the project imports is carried from one analysis to the next while no
+    # import changed; an edit that adds or removes one must count at once.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    augment, train = (tmp_path / "augment.py").resolve(), (tmp_path / "train.py").resolve()
+    augment.write_text("import torch\n\nnoise = torch.randn(8)\n")
+    plain = "import torch\n\ntorch.manual_seed(0)\nweights = torch.randn(8)\n"
+    importing = "import torch\n\ntorch.manual_seed(0)\nimport augment\nweights = torch.randn(8)\n"
+    session = Workspace(tmp_path, persistent=False).open(train, plain)
+    seen = []
+    for text in (plain, importing, importing + "# a comment\n", plain):
+        session.buffers[train] = text
+        found = session.analyse().findings
+        assert found == Workspace(tmp_path, persistent=False).open(train, text).analyse().findings
+        seen.append(sorted((p.name, f.code) for p, fs in found.items() for f in fs))
+    assert seen[0] == seen[3] == [("augment.py", "TRP101")]  # a script that draws unseeded
+    assert seen[1] == seen[2] == []  # imported after train.py's seed: seeded

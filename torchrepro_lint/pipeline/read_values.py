@@ -12,8 +12,9 @@ with its basis, and given again while the basis is the same:
   (ProjectIndex.reusable), so an edit leaves every other module's values valid.
 - `mentions` of a word: the project's modules (a ModuleSet); after an edit, only the modules
   that are other objects are asked again whether they contain the word.
-- missing imports: the project's module paths and the server's set of absent files, which it
-  replaces whenever files may have appeared (server/session.py).
+- missing imports, and which modules the project imports (ProjectIndex.imported_by_project): the
+  project's module paths and the server's set of absent files, which it replaces whenever files
+  may have appeared (server/session.py).
 """
 
 from __future__ import annotations
@@ -70,6 +71,20 @@ class ReadValues:
             found = (basis, compute())
         self.values[read] = found
         return found[1]
+
+    def fact(self, name: str, basis: ModuleSet, unchanged: Callable):
+        """A fact of the whole project kept with `keep`, while the same files exist and
+        `unchanged(old, new)` holds for each module that is another object; else None."""
+        found = self._found(name)
+        if found is None or not self._same_files(found[0], basis):
+            return None
+        if not all(unchanged(old, new) for old, new in self._changed(found[0], basis)):
+            return None
+        self.values[name] = found
+        return found[1]
+
+    def keep(self, name: str, basis: ModuleSet, value) -> None:
+        self.values[name] = (basis, value)
 
     def _found(self, read):
         found = self.values.get(read)

@@ -148,8 +148,10 @@ def _is_package_dir(directory: Path) -> bool:
     return (directory / "__init__.py").is_file()
 
 
+@lru_cache(maxsize=65536)
 def module_identity(path: Path) -> tuple[str, str | None, Path]:
-    """(dotted name, package, search root) of a file from the `__init__.py` chain above it."""
+    """(dotted name, package, search root) of a file from the `__init__.py` chain above it.
+    Remembered until _forget_directories: the language server asked it of every file per edit."""
     if path.suffix == ".ipynb":
         # Jupyter runs a notebook as `__main__` with its own directory on sys.path, in no package;
         # the name is one no import statement can spell.
@@ -165,6 +167,10 @@ def module_identity(path: Path) -> tuple[str, str | None, Path]:
     else:
         package = ".".join(parts[:-1]) if len(parts) > 1 else None
     return name, package, directory
+
+
+def _same_imports(old: ProjectModule, new: ProjectModule) -> bool:
+    return old.linted == new.linted and old.ir.imported_modules == new.ir.imported_modules
 
 
 @lru_cache(maxsize=4096)
@@ -185,6 +191,20 @@ def _candidate_files(root: Path, dotted_name: str) -> tuple[Path, Path]:
     hashes are computed once (resolution looks up thousands of them in every run)."""
     relative = Path(*dotted_name.split("."))
     return root / relative.with_suffix(".py"), root / relative / "__init__.py"
+
+
+# The set of absent files the directories were last looked at with (ProjectIndex.absent).
+_DIRECTORIES_SEEN = [None]
+
+
+def _forget_directories(absent: set | None) -> None:
+    """Look at directories again: in every new project of a process, except in the language
+    server's runs between two moments files may have come (it replaces its set of absent files
+    then; each edit's run would otherwise walk every file's `__init__.py` chain again)."""
+    if absent is None or absent is not _DIRECTORIES_SEEN[0]:
+        _is_package_dir.cache_clear()
+        module_identity.cache_clear()
+        _DIRECTORIES_SEEN[0] = absent
 
 
 @dataclass
@@ -210,7 +230,7 @@ class ProjectIndex:
     _files_named: dict[tuple[str, str], tuple] = field(default_factory=dict, repr=False)  # files_named
     # Candidate files of an import found missing on disk (`torch/nn.py` under the project root),
     # shared by the indexes of a long-lived process (the language server builds one per edit and
-    # re-probed about 11,000 candidates each time); its owner empties it when files may have come.
+    # re-probed about 11,000 candidates each time); its owner replaces it when files may have come.
     absent: set | None = field(default=None, repr=False)
     # Every import candidate found missing in this run: a replay of the run is valid only while
     # they are still missing (engine._outside_digests).
@@ -223,7 +243,8 @@ class ProjectIndex:
     generation: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
-        _is_package_dir.cache_clear()  # a long-lived process (an editor) may have seen old dirs
+        _forget_directories(self.absent)
+
 
     def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
         """Index a file: its IR from `lowered` (a cache) when it has it, else by parsing.
@@ -502,6 +523,25 @@ class ProjectIndex:
     # -- the import graph --------------------------------------------------------------
     def imported_by_project(self) -> set[Path]:
         """Paths of modules some linted module imports (they are libraries, not scripts)."""
+        # The language server's runs take the last run's answer while no import changed
+        # (pipeline/read_values.py), and load again what finding it loaded from disk.
+        reads = getattr(self.lowered, "reads", None)
+        if reads is None:
+            return self._imported_by_project()
+        basis = reads.basis(self)
+        found = reads.fact("imported by project", basis, _same_imports)
+        if found is not None:
+            imported, loaded = found
+            for path in loaded:
+                self.load_path(path)
+            return imported
+        before = len(self.modules), len(self.load_errors)
+        imported = self._imported_by_project()
+        loaded = [*list(self.modules)[before[0]:], *list(self.load_errors)[before[1]:]]
+        reads.keep("imported by project", basis, (imported, loaded))
+        return imported
+
+    def _imported_by_project(self) -> set[Path]:
         imported: set[Path] = set()
         for module in list(self.linted_modules):
             for name, names in module.ir.imported_modules:
