@@ -97,3 +97,38 @@ def test_the_basis_is_one_object_while_the_project_does_not_change():
     before = values.basis(project)
     project.generation += 1
     assert values.basis(project) is not before
+
+
+def test_a_result_that_matched_is_checked_again_only_where_a_module_changed():
+    absent = set()
+    a, b = _module("a\n"), _module("b\n")
+    reads = [(("ir", "a"), "A"), (("content", "b"), "B"), (("summary", ("b", "uses", "f")), "S"), (("programs", "*"), "P")]
+    asked: list = []
+    now = {("ir", "a"): "A", ("content", "b"): "B", ("summary", ("b", "uses", "f")): "S", ("programs", "*"): "P"}
+
+    def value_of(read):
+        asked.append(read)
+        return now[read]
+
+    first = ReadValues()
+    assert first.all_match(reads, value_of, _project({"a": a, "b": b}, absent))
+    assert len(asked) == 4  # everything, the first time
+    asked.clear()
+    second = ReadValues(first.carried())
+    assert second.all_match(reads, value_of, _project({"a": a, "b": b}, absent))
+    assert asked == [("programs", "*")]  # no module changed: only what is not one module's
+    asked.clear()
+    third = ReadValues(second.carried())
+    now[("content", "b")] = "B2"  # b edited
+    assert not third.all_match(reads, value_of, _project({"a": a, "b": _module("b2\n")}, absent))
+    assert ("ir", "a") not in asked and ("content", "b") in asked
+
+
+def test_without_memory_across_runs_every_read_is_asked_every_time():
+    reads = [(("ir", "a"), "A")]
+    asked = []
+    values = ReadValues(remember=False)
+    project = _project({"a": _module("")}, set())
+    for _ in range(2):
+        assert values.all_match(reads, lambda read: asked.append(read) or "A", project)
+    assert len(asked) == 2

@@ -15,6 +15,9 @@ with its basis, and given again while the basis is the same:
 - missing imports, and which modules the project imports (ProjectIndex.imported_by_project): the
   project's module paths and the server's set of absent files, which it replaces whenever files
   may have appeared (server/session.py).
+
+A cached result that matched in the last run is then checked again only for its reads that are
+not of one module, and for those of modules that are other objects now (`all_match`).
 """
 
 from __future__ import annotations
@@ -33,12 +36,30 @@ class ModuleSet:
         self.absent = absent  # the server's set of files known missing (None in the CLI)
 
 
+# Reads whose value depends on one module alone (staging.Digests)
+MODULE_READS = frozenset({"ir", "content", "reported", "display", "summary"})
+
+
+def _module_path(read):
+    return read[1][0] if read[0] == "summary" else read[1]
+
+
 class ReadValues:
     """Read -> (basis, value); `previous`: the last run's, in a long-lived process."""
 
-    def __init__(self, previous: ReadValues | None = None) -> None:
+    def __init__(self, previous: ReadValues | None = None, *, remember: bool = True) -> None:
+        # Without `remember` (the CLI: one run per process) every value is computed when asked,
+        # as before this memo: on torch's source it would hold ~100,000 reads for nothing.
+        self.remember = remember
         self.values: dict = {}
         self._previous: dict = previous.values if previous is not None else {}
+        # Cached results whose reads all matched: id(reads) -> (reads, paths of their module
+        # reads, their other reads); and the modules they were checked against.
+        self.matched: dict = {}
+        self._previous_matched: dict = previous.matched if previous is not None else {}
+        self._previous_modules: dict = previous.modules if previous is not None else {}
+        self.modules: dict = {}
+        self._dirty: tuple | None = None  # (basis, paths whose module is not the last run's)
         self._changes: dict = {}  # (id(old), id(new)) -> (old, new, changed module pairs or None)
         self._basis: tuple | None = None  # (project, its generation, its load errors, ModuleSet)
 
@@ -52,6 +73,8 @@ class ReadValues:
 
     def of_module(self, read, module, compute: Callable[[], str | None]):
         """A read of `module` alone."""
+        if not self.remember:
+            return compute()
         found = self._found(read)
         if found is None or found[0] is not module:
             found = (module, compute())
@@ -59,6 +82,8 @@ class ReadValues:
         return found[1]
 
     def mentions(self, read, word: str, basis: ModuleSet, compute: Callable[[], str]):
+        if not self.remember:
+            return compute()
         found = self._found(read)
         if found is None or not self._same_mentions(found[0], basis, word):
             found = (basis, compute())
@@ -66,6 +91,8 @@ class ReadValues:
         return found[1]
 
     def missing(self, read, basis: ModuleSet, compute: Callable[[], str]):
+        if not self.remember:
+            return compute()
         found = self._found(read)
         if found is None or not self._same_files(found[0], basis):
             found = (basis, compute())
@@ -112,8 +139,42 @@ class ReadValues:
             found = self._changes[key] = (old, new, pairs)  # (holds both: ids are not reused)
         return found[2]
 
+    def all_match(self, reads, value_of, project) -> bool:
+        """Whether each (read, value) of a cached result still holds (`value_of(read)`: its
+        value now). One that matched in the last run is checked again only for the reads that
+        are not of one module, unless it read a module that is another object now."""
+        if not self.remember:
+            return all(value_of(read) == value for read, value in reads)
+        basis = self.basis(project)  # (also what the next run compares its modules with)
+        known = self.matched.get(id(reads)) or self._previous_matched.get(id(reads))
+        if known is not None and known[0] is reads:
+            dirty = self._dirty_paths(basis)
+            if known[1].isdisjoint(dirty):
+                checked = known[2]
+            else:  # (the reads of modules that are the same objects still hold)
+                checked = [item for item in reads if item[0][0] not in MODULE_READS or _module_path(item[0]) in dirty]
+        else:
+            checked = reads
+        if not all(value_of(read) == value for read, value in checked):
+            return False
+        if known is None or known[0] is not reads:
+            paths = frozenset(_module_path(read) for read, _ in reads if read[0] in MODULE_READS)
+            known = (reads, paths, tuple(item for item in reads if item[0][0] not in MODULE_READS))
+        self.matched[id(reads)] = known
+        return True
+
+    def _dirty_paths(self, basis: ModuleSet) -> set:
+        """The paths whose module is not the same object as at the end of the last run."""
+        if self._dirty is None or self._dirty[0] is not basis:
+            before, now = self._previous_modules, basis.modules
+            dirty = {path for path, module in now.items() if before.get(path) is not module}
+            dirty.update(path for path in before if path not in now)
+            self._dirty = (basis, dirty)
+        return self._dirty[1]
+
     def carried(self) -> ReadValues:
-        """What the next run may start from: this run's values, nothing else."""
+        """What the next run may start from: this run's values and matches, nothing else."""
         kept = ReadValues()
-        kept.values = self.values
+        kept.values, kept.matched = self.values, self.matched
+        kept.modules = self._basis[3].modules if self._basis is not None else {}
         return kept

@@ -34,6 +34,7 @@ from torchrepro_lint.rules.context import LintContext
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.pipeline.read_values import ReadValues
+from torchrepro_lint.rules.base import any_may_fire
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import summaries
 from torchrepro_lint.project.programs import interpret, program_entries
@@ -118,7 +119,7 @@ class LoweredStore:
         self._program_digests: dict = {}  # id(program) -> digest of its facts
         self._programs_seen: list = []
         # The values of reads (Digests), from the last run where the cache lives across runs
-        self.reads = ReadValues(getattr(cache, "read_values", None))
+        self.reads = ReadValues(getattr(cache, "read_values", None), remember=hasattr(cache, "read_values"))
         self._primed: dict = {}  # resolved path -> (IR, digest) found or sent ahead of `get`
         # In a sharded run (shards/): remote(module, kind, argument, compute) gives a summary,
         # asking the process that has the module's tree instead of parsing it here.
@@ -361,7 +362,7 @@ class Digests:
         return found
 
     def all_match(self, reads) -> bool:
-        return all(self.of(read) == value for read, value in reads)
+        return self.store.reads.all_match(reads, self.of, self.project)
 
     def values(self, reads) -> list:
         """Each read with its current value, sorted: what a cached result is checked against.
@@ -466,7 +467,7 @@ class ModuleChecker:
         linted = project.linted_modules
         self.progress.start("checked", len(linted))
         for module in linted:
-            if not any(rule.may_fire_in(module.source.text) for rule in self.rules):
+            if not any_may_fire(self.rules, module.source.text):
                 self.progress.advance("checked")
                 continue
             cached = self._cached(module, digests)

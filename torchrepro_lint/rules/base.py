@@ -67,6 +67,16 @@ def occurs(word: str, text: str) -> bool:
 _occurs = TextMemo(lambda text, word: word in text and _whole_word(word).search(text) is not None)
 
 
+def any_may_fire(rules, text: str) -> bool:
+    """Whether any of `rules` may fire in `text` (Rule.may_fire_in), remembered by the text and
+    the rules' triggers: the engine asks it of every linted file in every run, and the language
+    server runs the engine on every edit."""
+    return _any_triggered(text, tuple(rule.triggers for rule in rules))
+
+
+_any_triggered = TextMemo(lambda text, triggers: any(not words or any(occurs(w, text) for w in words) for words in triggers))
+
+
 def programs_for(context, module, node) -> list:
     """The programs whose facts decide a per-call finding's level: those that run the
     function around `node`. For a method that no program is seen calling (hooks called by a
