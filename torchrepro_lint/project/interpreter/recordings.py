@@ -34,7 +34,7 @@ class _Recording:
     steps: int
     effectful_before: dict
     effectful: dict  # the interpreter's memo after it
-    callbacks: dict  # the callbacks registered after it
+    callbacks: dict  # the callbacks it registered
     reads: frozenset  # what it read (project.index.record), for the cached program's validity
 
     @staticmethod
@@ -55,7 +55,8 @@ class _Recording:
         fields = dict(
             looked_up=looked_up, imported_then=looked_up & imported_before, imported=imported, facts=facts,
             steps=interpreter.steps - steps_before, effectful_before=effectful_before,
-            effectful=dict(interpreter.effectful_memo), callbacks=dict(interpreter.callbacks), reads=frozenset(reads),
+            effectful=dict(interpreter.effectful_memo), reads=frozenset(reads),
+            callbacks={key: found for key, found in interpreter.callbacks.items() if key not in callbacks_before},
         )
         interpreter.imported -= imported
         interpreter.steps = steps_before
@@ -93,8 +94,8 @@ class _Recording:
 
 @dataclass
 class ImportWalk(_Recording):
-    """Walking one import from a program's fresh start (`Interpreter._starts_fresh`: no effectful
-    function known yet, no callback); its occurrences are anchored at the import statement that
+    """Walking one import from a program's fresh start (`Interpreter._starts_fresh`: the entry's
+    top level, nothing tracked yet); its occurrences are anchored at the import statement that
     ran it."""
 
     anchor: Site

@@ -385,11 +385,13 @@ class Interpreter:
         return walk.replay(self, anchor)
 
     def _starts_fresh(self, states: list[PathState]) -> bool:
-        """Whether an import walked now depends only on the project and on which modules are
-        already imported: at the entry's top level, nothing tracked has happened yet."""
+        """Whether an import walked now depends only on the project, on which modules are
+        already imported and on which functions are known effectful (a replay compares both):
+        at the entry's top level, nothing tracked has happened yet. (Callbacks registered before
+        do not count: the walk only adds its own.)"""
         return (
             self.importing == 1 and not self.stack and not self.guards and not self.spawned and self.depth == 0
-            and self.ordered and not self.effectful_memo and not self.callbacks
+            and self.ordered
             and len(states) == 1 and states[0] == _FRESH
             and not self.facts.effects.get(Kind.MODULE_INIT)  # (read by a checkpoint load)
         )
