@@ -374,3 +374,59 @@ def test_a_script_that_becomes_imported_stops_being_a_program_of_its_own(tmp_pat
         seen.append(sorted((p.name, f.code) for p, fs in found.items() for f in fs))
     assert seen[0] == seen[3] == [("augment.py", "TRP101")]  # a script that draws unseeded
     assert seen[1] == seen[2] == []  # imported after train.py's seed: seeded
+
+
+TURNS_BENCHMARK_ON = "import torch\n\ntorch.backends.cudnn.benchmark = True\n"
+IMPORTS_IT_FIRST = (
+    "import torch\nimport lib\n\ntorch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\n"
+    'x = torch.randn(3, device="cuda")\n'
+)
+
+
+def test_an_import_walk_is_replayed_from_the_last_analysis_only_while_the_imported_module_is_unchanged(tmp_path: Path):
+    # train.py's first import walks lib.py's top level; the server keeps that walk for the next
+    # edit of train.py, and must walk lib.py again once lib.py changed.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
+    lib.write_text(TURNS_BENCHMARK_ON)
+    train.write_text(IMPORTS_IT_FIRST)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, IMPORTS_IT_FIRST)
+    workspace.open(lib, TURNS_BENCHMARK_ON)
+    steps = [
+        (train, IMPORTS_IT_FIRST + "y = 1\n"),  # the walk of lib.py is replayed
+        (lib, TURNS_BENCHMARK_ON.replace("True", "False")),  # walked again: no TRP201
+        (train, IMPORTS_IT_FIRST + "y = 2\n"),
+        (lib, TURNS_BENCHMARK_ON),
+        (train, IMPORTS_IT_FIRST),
+    ]
+    seen = []
+    for path, text in [(train, IMPORTS_IT_FIRST), *steps]:
+        session.buffers[path] = text
+        found = session.analyse().findings
+        fresh = Workspace(tmp_path, persistent=False)
+        for buffer, buffer_text in session.buffers.items():
+            fresh.open(buffer, buffer_text)
+        assert found == fresh.sessions[session.root].analyse().findings
+        seen.append([f.code for f in found.get(lib, [])])
+    assert seen == [["TRP201"], ["TRP201"], [], [], ["TRP201"], ["TRP201"]]
+    assert session._recorded is not None and any(session._recorded[0].values())  # walks were kept
+
+
+def test_an_import_walk_is_not_replayed_once_a_module_it_missed_appears(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
+    # lib.py's top level does something tracked (so importing it is walked, not skipped as
+    # inert) and imports extra.py, which does not exist yet
+    lib.write_text("import torch\nimport extra\n\ntorch.backends.cudnn.deterministic = True\n")
+    train.write_text(IMPORTS_IT_FIRST)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, IMPORTS_IT_FIRST)
+    session.analyse()
+    assert any(session._recorded[0].values())  # the walk of lib.py, kept for the next analysis
+    (tmp_path / "extra.py").write_text(TURNS_BENCHMARK_ON)
+    session.files_changed()  # the client saw it appear
+    session.buffers[train] = IMPORTS_IT_FIRST + "y = 1\n"
+    found = session.analyse().findings
+    assert [f.code for f in found.get((tmp_path / "extra.py").resolve(), [])] == ["TRP201"]
+    assert found == Workspace(tmp_path, persistent=False).open(train, IMPORTS_IT_FIRST + "y = 1\n").analyse().findings

@@ -17,7 +17,9 @@ with its basis, and given again while the basis is the same:
   may have appeared (server/session.py).
 
 A cached result that matched in the last run is then checked again only for its reads that are
-not of one module, and for those of modules that are other objects now (`all_match`).
+not of one module, and for those of modules that are other objects now (`all_match`); the
+interpreter's recordings of the last run are taken again where their reads still hold
+(`still_hold`, ProjectIndex.adopt_recordings).
 """
 
 from __future__ import annotations
@@ -57,8 +59,10 @@ class ReadValues:
         # reads, their other reads); and the modules they were checked against.
         self.matched: dict = {}
         self._previous_matched: dict = previous.matched if previous is not None else {}
-        self._previous_modules: dict = previous.modules if previous is not None else {}
-        self.modules: dict = {}
+        # The project's modules when the last run last looked (its last ModuleSet)
+        self._previous_basis: ModuleSet | None = previous.basis_then if previous is not None else None
+        self._previous_modules: dict = self._previous_basis.modules if self._previous_basis is not None else {}
+        self.basis_then: ModuleSet | None = None
         self._dirty: tuple | None = None  # (basis, paths whose module is not the last run's)
         self._changes: dict = {}  # (id(old), id(new)) -> (old, new, changed module pairs or None)
         self._basis: tuple | None = None  # (project, its generation, its load errors, ModuleSet)
@@ -172,9 +176,29 @@ class ReadValues:
             self._dirty = (basis, dirty)
         return self._dirty[1]
 
+    def still_hold(self, reads, project) -> bool:
+        """Whether reads made during the last run, whose values were not kept (an interpreter
+        recording's), have the same values now: each module read is of the same module object,
+        the same files exist, and the modules that changed mention the words read as before."""
+        before, now = self._previous_basis, self.basis(project)
+        if before is None:
+            return False
+        dirty = self._dirty_paths(now)
+        for read in reads:
+            kind = read[0]
+            if kind in MODULE_READS:
+                if _module_path(read) in dirty:
+                    return False
+            elif kind == "missing":
+                if not self._same_files(before, now):
+                    return False
+            elif kind != "mentions" or not self._same_mentions(before, now, read[1]):
+                return False
+        return True
+
     def carried(self) -> ReadValues:
         """What the next run may start from: this run's values and matches, nothing else."""
         kept = ReadValues()
         kept.values, kept.matched = self.values, self.matched
-        kept.modules = self._basis[3].modules if self._basis is not None else {}
+        kept.basis_then = self._basis[3] if self._basis is not None else None
         return kept

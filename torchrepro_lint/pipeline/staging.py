@@ -386,6 +386,8 @@ class ProgramRunner:
     def find(self, console_scripts, hub=None):
         """Every program; with a `hub` (shards/), interpreted by every process at once."""
         entries = program_entries(self.project, console_scripts)
+        if self.store is not None:  # (a previous run's, in the language server)
+            self.project.adopt_recordings(lambda reads: self.store.reads.still_hold(reads, self.project))
         self.progress.start("programs", len(entries))
         if hub is not None:
             facts = hub.run_programs(entries, self.run)
@@ -395,6 +397,7 @@ class ProgramRunner:
             for e in entries:
                 facts.append(self.run(self.project, e.module, e.as_main, e.function))
                 self.progress.advance("programs")
+        self.project.recorded = (dict(self.project.import_walks), dict(self.project.callback_runs))
         self.stats.programs = len(entries)
         return [entry.program(found) for entry, found in zip(entries, facts)]
 

@@ -86,6 +86,7 @@ class ProjectSession:
         self.cache: MemoryCache | None = None
         self.last: Analysis | None = None
         self._modules: dict = {}  # the last analysis's modules, reused where unchanged
+        self._recorded: tuple | None = None  # and its interpreter recordings (ProjectIndex.adopt_recordings)
 
     # -- configuration and files ------------------------------------------------------------
     def config(self) -> Config:
@@ -103,6 +104,7 @@ class ProjectSession:
             if changed:  # another configuration: other cache keys, other files
                 self._listing = None
                 self._modules = {}
+                self._recorded = None
                 self.cache = MemoryCache(self._disk_cache(config))
         return self._config[1]
 
@@ -181,11 +183,12 @@ class ProjectSession:
         absent, reusable, indexes = self.absent, self._modules, []
 
         def make_index(root, helpers):
-            indexes.append(ProjectIndex(root, helpers, absent=absent, reusable=reusable))
+            indexes.append(ProjectIndex(root, helpers, absent=absent, reusable=reusable, recorded_before=self._recorded))
             return indexes[-1]
 
         result = lint_sources(sources, config, cache=self.cache, statistics=statistics, make_index=make_index)
         self._modules = indexes[-1].modules if indexes else {}
+        self._recorded = indexes[-1].recorded if indexes else None
         self.cache.end_run()
         for path, source in edited.items():  # the next edit parses only what it touches
             if source.parsed is not None:
