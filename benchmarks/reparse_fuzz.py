@@ -6,7 +6,11 @@ compiles, reparse it from the previous one and compare with a whole parse: the t
 (`deep_equals`), the generated code and every line count reparse keeps. Prints how many edits
 were reparsed, how many fell back to a whole parse, and every difference (exit status 1).
 
-    python benchmarks/reparse_fuzz.py /tmp/torchsrc/torch --files 300 --seed 1
+With --ir, also check analysis/same_code.py: wherever it finds the edit left the code the same
+(comments and blank lines between statements), the previous text's IR and its nodes' new
+counterparts must be what lowering the new text gives.
+
+    python benchmarks/reparse_fuzz.py /tmp/torchsrc/torch --files 300 --seed 1 [--ir]
 """
 
 from __future__ import annotations
@@ -18,8 +22,12 @@ from pathlib import Path
 
 import libcst as cst
 
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.same_code import node_pairs
+from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
-from torchrepro_lint.pipeline.source import physical_lines
+from torchrepro_lint.pipeline.source import SourceFile, physical_lines
+from torchrepro_lint.project.extract.lowering import Lowering
 
 INSERTED = [
     "x = 1\n", "    y = 2\n", "        z = 3\n", "# note\n", "    # indented note\n", "\n",
@@ -46,11 +54,14 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--edits", type=int, default=6, help="edits per file, each from the last")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ir", action="store_true", help="also check same_code.py's IR reuse")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     files = sorted(args.directory.rglob("*.py"))
     rng.shuffle(files)
     counts = {"edits": 0, "reparsed": 0, "whole": 0, "different": 0}
+    if args.ir:
+        counts.update({"same code": 0, "other code": 0, "IR different": 0})
     for path in files[: args.files]:
         try:
             text = path.read_text(encoding="utf-8")
@@ -68,7 +79,10 @@ def main() -> int:
             got = reparse(previous, new_text)
             if got is None:
                 counts["whole"] += 1
-                previous = ParsedText(new_text, whole)
+                got = ParsedText(new_text, whole)
+                if args.ir and not _same_ir(path, previous, got, counts):
+                    print(f"IR DIFFERENT: {path}", file=sys.stderr)
+                previous = got
                 continue
             counts["reparsed"] += 1
             # (LibCST itself does not give back every text: compare with its own code)
@@ -80,9 +94,34 @@ def main() -> int:
                 counts["different"] += 1
                 print(f"DIFFERENT: {path}", file=sys.stderr)
                 got = ParsedText(new_text, whole)
+            if args.ir and not _same_ir(path, previous, got, counts):
+                print(f"IR DIFFERENT: {path}", file=sys.stderr)
             previous = got
     print(", ".join(f"{key} {value}" for key, value in counts.items()))
-    return 1 if counts["different"] else 0
+    return 1 if counts["different"] or counts.get("IR different") else 0
+
+
+def _lowered(path: Path, parsed: ParsedText):
+    source = SourceFile(path, parsed.text)
+    source.__dict__["module"] = parsed.module  # (the cached property: lower this tree)
+    lowering = Lowering(ModuleIndex(source))
+    return lowering.build(), lowering.nodes
+
+
+def _same_ir(path: Path, old: ParsedText, new: ParsedText, counts: dict) -> bool:
+    pairs = node_pairs(old.module, new.module)
+    if pairs is None:
+        counts["other code"] += 1
+        return True
+    counts["same code"] += 1
+    old_ir, old_nodes = _lowered(path, old)
+    new_ir, new_nodes = _lowered(path, new)
+    mapped = [pairs.get(id(node), node) for node in old_nodes]
+    same = structural_digest(old_ir) == structural_digest(new_ir) and len(mapped) == len(new_nodes) and all(
+        a is b for a, b in zip(mapped, new_nodes)
+    )
+    counts["IR different"] += not same
+    return same
 
 
 if __name__ == "__main__":

@@ -430,3 +430,31 @@ def test_an_import_walk_is_not_replayed_once_a_module_it_missed_appears(tmp_path
     found = session.analyse().findings
     assert [f.code for f in found.get((tmp_path / "extra.py").resolve(), [])] == ["TRP201"]
     assert found == Workspace(tmp_path, persistent=False).open(train, IMPORTS_IT_FIRST + "y = 1\n").analyse().findings
+
+
+HELPER_THEN_SEED = (
+    "import torch\nimport lib\n\n\ndef helper():\n    return 1\n\n\n"
+    'torch.manual_seed(0)\ntorch.use_deterministic_algorithms(True)\nx = torch.randn(3, device="cuda")\nhelper()\n'
+)
+
+
+def test_a_comment_typed_above_a_finding_keeps_the_ir_and_moves_the_finding(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    train = (tmp_path / "train.py").resolve()
+    train.write_text(HELPER_THEN_SEED)
+    (tmp_path / "lib.py").write_text(TURNS_BENCHMARK_ON)
+    session = Workspace(tmp_path, persistent=False).open(train, HELPER_THEN_SEED)
+    before = session.analyse().findings
+
+    def train_ir():
+        return next(m._ir for m in session._modules.values() if m.path.name == "train.py")
+
+    ir_before = train_ir()
+    commented = HELPER_THEN_SEED.replace("torch.use_det", "# deterministic from here on\ntorch.use_det")
+    session.buffers[train] = commented
+    after = session.analyse().findings
+    assert train_ir() is ir_before  # not lowered again
+    assert after == Workspace(tmp_path, persistent=False).open(train, commented).analyse().findings
+    quoted = [f.message for fs in after.values() for f in fs if "train.py:" in f.message]
+    assert quoted and all("train.py:11" in message for message in quoted)  # was line 10
+    assert before != after

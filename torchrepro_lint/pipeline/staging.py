@@ -149,8 +149,10 @@ class LoweredStore:
         """IR lowered in another process (shards/), for the next `get` of that path."""
         self._primed[path] = (module_ir, ir_digest)
 
-    def put(self, source: SourceFile, package: str | None, module_ir) -> None:
-        ir_digest = structural_digest(module_ir)  # (the IR holds no sets)
+    def put(self, source: SourceFile, package: str | None, module_ir, like: SourceFile | None = None) -> None:
+        """`like`: another text with the same IR, whose digest the cache may hold already."""
+        known = self.cache.get("ir", _file_key(like, package)) if like is not None and self.cache is not None else None
+        ir_digest = known[1] if known is not None and known[0] is module_ir else structural_digest(module_ir)  # (no sets)
         self.ir_digests[source.resolved_path] = ir_digest
         if self.cache is not None:
             self.cache.put("ir", _file_key(source, package), (module_ir, ir_digest))

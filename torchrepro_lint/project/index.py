@@ -17,6 +17,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.analysis.text_memo import contains
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract.lowering import Lowering
@@ -265,6 +266,8 @@ class ProjectIndex:
             if module is None:
                 module = ProjectModule(path, name, package, search_root, source, found, linted, self.helpers, store=self.lowered)
         else:
+            module = self._same_code_as_before(path, name, package, search_root, source, linted)
+        if module is None:
             index = ModuleIndex(source, package)
             lowering = Lowering(index, self.helpers)
             module_ir = lowering.build()
@@ -275,6 +278,27 @@ class ProjectIndex:
                 self.lowered.put(source, package, module_ir)
         self.modules[path] = module
         self._forget_resolution()  # a new module can answer a name that was missing before
+        return module
+
+    def _same_code_as_before(self, path, name, package, search_root, source: SourceFile, linted: bool) -> ProjectModule | None:
+        """The module, where its new text differs from a previous run's only in comments and
+        blank lines between statements (the language server, as a comment is typed): the IR is
+        the previous one, its nodes are their counterparts in the new tree (same_code.py)."""
+        previous = self.reusable.get(path) if self.reusable is not None else None
+        if previous is None or previous._nodes is None or previous.linted != linted or previous.name != name:
+            return None
+        old_tree = previous.source.__dict__.get("module")  # (a tree dropped since is not parsed again for this)
+        tree = source.module
+        if old_tree is None or not any(a is b for a, b in zip(old_tree.body, tree.body)):
+            return None  # (parsed whole: comparing every statement would cost about as much as lowering)
+        pairs = node_pairs(old_tree, tree)
+        if pairs is None:
+            return None
+        nodes = [pairs.get(id(node), node) for node in previous._nodes]
+        index = ModuleIndex(source, package)  # (its rules will read it; and a module with a tree keeps it within budget)
+        module = ProjectModule(path, name, package, search_root, source, previous._ir, linted, self.helpers, index, nodes, self.lowered)
+        if self.lowered is not None:
+            self.lowered.put(source, package, previous._ir, like=previous.source)
         return module
 
     def _reused(self, path: Path, name: str, source: SourceFile, module_ir, linted: bool) -> ProjectModule | None:
