@@ -142,6 +142,26 @@ if __name__ == "__main__":
 ''',
             "The device kept on an object",
         ),
+        Example(
+            {
+                "train.py": '''import torch
+from config import TrainConfig
+
+if __name__ == "__main__":
+    torch.manual_seed(0)  # <-- TRP205
+    cfg = TrainConfig(epochs=5)
+    model = torch.nn.Linear(4, 4).to(cfg.device)
+''',
+                "config.py": '''from dataclasses import dataclass
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    device: str = "cuda"
+''',
+            },
+            "The device default of a config class in another module",
+        ),
     )
     traps = (
         Example(
@@ -210,6 +230,27 @@ if __name__ == "__main__":
     model = torch.nn.Linear(4, 4).to(cfg.device)
 ''',
             "A config's CUDA default overridden at construction",
+        ),
+        Example(
+            {
+                "train.py": '''import torch
+from trainer import Trainer
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    trainer = Trainer()
+    trainer.device = "cpu"
+    trainer.fit(torch.nn.Linear(4, 4))
+''',
+                "trainer.py": '''class Trainer:
+    def __init__(self):
+        self.device = "cuda"
+
+    def fit(self, model):
+        return model.to(self.device)
+''',
+            },
+            "A trainer's CUDA device replaced from outside the class before it is used",
         ),
     )
 
