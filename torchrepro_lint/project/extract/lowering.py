@@ -204,8 +204,8 @@ class Lowering(CallLowering):
     def device_store(self, target: cst.Attribute, value: cst.BaseExpression, node: cst.CSTNode) -> list[ir.Stmt]:
         """`trainer.device = "cuda"` on an object of a project class, from outside the class: an
         ir.Assign to the dotted name, of whether it names CUDA, which the run hands to the
-        object's methods as `self.device` (a plain literal that does not: False, it replaces
-        what the class set; any other value: nothing, the class's own values stand)."""
+        object's methods as `self.device` (a string that does not: False, it replaces what the
+        class set; any other value: nothing, the class's own values stand)."""
         owner = target.value
         if not isinstance(owner, cst.Name) or owner.value == "self":
             return []
@@ -216,8 +216,8 @@ class Lowering(CallLowering):
         if not callee or not (callee.startswith(LOCAL) or root(callee) not in EXTERNAL_ROOTS):
             return []
         on_cuda = self._cuda_value(value, node)
-        if on_cuda is None and attributes.is_plain_literal(value):
-            on_cuda = ir.Const(False)
+        if on_cuda is None and isinstance(literal_value(value), str):
+            on_cuda = ir.Const(False)  # "cpu", "mps": numbers and flags are left alone (`.device = 0` is cuda:0)
         return [] if on_cuda is None else [ir.Assign(f"{owner.value}.{target.attr.value}", on_cuda)]
 
     # -- values ------------------------------------------------------------------------
