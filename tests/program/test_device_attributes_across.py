@@ -114,6 +114,13 @@ ACROSS_ON_CUDA = {
             "import torch\n\nclass Trainer:\n    def run(self, net):\n        return self.place(net)\n\n    def place(self, net):\n        return net.to(self.device)\n",
         )
     ),
+    "a device index stored over the class's CUDA device (0 is cuda:0)": (
+        program(
+            "trainer = Trainer()\ntrainer.device = 0\ntrainer.fit(torch.nn.Linear(3, 3))",
+            "import torch\nfrom trainer import Trainer\n",
+            trainer="class Trainer:\n    def __init__(self):\n        self.device = 'cuda'\n\n    def fit(self, net):\n        return net.to(self.device)\n",
+        )
+    ),
     # set on self by a base class in another module
     "a base class elsewhere sets self.device": (
         program(
