@@ -116,6 +116,26 @@ def test_a_trl_trainer_draws_the_adapter_before_it_seeds(lint, trainer):
 
 
 @pytest.mark.parametrize(
+    "config, shown",
+    [
+        ("LoraConfig(r=8)", True),
+        ("cfg", True),  # bound to a LoraConfig just above
+        ("get_peft_config(model_args)", False),  # TRL's helper: None unless --use_peft
+        ("LoraConfig(r=8) if use_peft else None", False),
+    ],
+)
+def test_trl_trainer_message_hedges_a_config_decided_at_run_time(lint, config, shown):
+    body = "cfg = LoraConfig(r=4)\n" + BASE + f"t = trl.SFTTrainer(model=m, peft_config={config})\nt.train()"
+    files = script(body)
+    files["train.py"] = files["train.py"].replace("import trl\n", "import trl\nfrom trl import get_peft_config\n", 1)
+    result = lint(files, SEED_RULES)
+    assert reported(result, lint.root) == {("train.py", row_of(files, "t = trl."), "TRP105")}
+    message = result.findings[0].message
+    assert ("when a config is given" in message) == (not shown)
+    assert "before building the trainer" in message
+
+
+@pytest.mark.parametrize(
     "body",
     [
         "set_seed(42)\n" + BASE + "trl.SFTTrainer(model=m, peft_config=LoraConfig(r=8)).train()",

@@ -56,7 +56,29 @@ class IsMain:
     it is imported, and in a spawned child, which imports the main module as `__mp_main__`."""
 
 
-Value = Union[Const, Var, Not, IsNone, BoolOp, Opaque, IsMain]
+@dataclass(frozen=True)
+class AttributeOnCuda:
+    """Whether `<owner>.<attribute>` names a CUDA device, where only the program can tell: the
+    object's class is in another module (`klass`, with what its construction gives), a base class
+    elsewhere sets it on `self`, or a store outside the class (`trainer.device = "cuda"`) may have
+    set it. Evaluates to a Const bool.
+
+    `owner`: "self", a variable whose stores the run tracks, or None. `klass`: the class's
+    qualified name as the module sees it (None for `self`: the class the method runs for).
+    `given`: the construction's arguments, each (keyword or position, names CUDA, a plain
+    literal); None where the object was not built in view (a class attribute, `self`).
+    `instance`: False for a class attribute read on the class. `known`: what the lowering found
+    in its own module (True: it names CUDA there already)."""
+
+    owner: str | None
+    klass: str | None
+    attribute: str
+    given: tuple[tuple[str | int, bool, bool], ...] | None = None
+    instance: bool = True
+    known: bool = False
+
+
+Value = Union[Const, Var, Not, IsNone, BoolOp, Opaque, IsMain, AttributeOnCuda]
 UNKNOWN = Opaque("")  # a runtime value that correlates with nothing
 TRUE = Const(True)
 IS_MAIN = IsMain()
@@ -84,6 +106,7 @@ class Call:
     # `peft_config=` given and not None: whether the adapter it configures is initialised at
     # random (for a project subclass of a TRL trainer, which draws it before it seeds)
     adapter_draws: bool | None = None
+    adapter_shown: bool = False  # the code shows the config itself, not a value the run decides
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,9 @@ class Instance:
 
 @dataclass(frozen=True)
 class Assign:
+    """`name = value`. A dotted name (`trainer.device`) is a device stored on an object from
+    outside its class: the value says whether it names CUDA (see AttributeOnCuda)."""
+
     name: str
     value: Union[Value, Instance]
 
@@ -147,11 +173,27 @@ class FunctionIR:
     is_method: bool = False
 
 
+@dataclass(frozen=True)
+class DeviceSource:
+    """One value an attribute of a class may hold, as far as the device goes, in the order the
+    class gives them (the class body's default first, then what its methods store on `self`)."""
+
+    on_cuda: bool  # the value, or the default of the constructor argument it comes from, names CUDA
+    replaces: bool  # a plain literal that always runs: values before it are gone
+    unconditional: bool  # it always runs (a value given at construction replaces when literal)
+    keyword: str | None = None  # given at construction by this keyword (a field, an __init__ parameter) ...
+    position: int | None = None  # ... or at this position (after self), instead of the default
+    on_class: bool = False  # the class body's default: also what the attribute read on the class holds
+
+
 @dataclass
 class ClassIR:
     path: str
     bases: tuple[str, ...]  # qualified names as the module sees them
     methods: tuple[str, ...]  # in source order
+    # attributes that may name a CUDA device (a value that does, or one a constructor argument
+    # gives): for reads of the attribute in other modules (interpreter.devices)
+    devices: tuple[tuple[str, tuple[DeviceSource, ...]], ...] = ()
 
 
 @dataclass

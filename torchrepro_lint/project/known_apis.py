@@ -199,6 +199,9 @@ PEFT_IA3_CONFIGS = frozenset({"peft.IA3Config"})  # init_ia3_weights=True (defau
 # (the interpreter's trap of a draw whose value becomes the seed).
 ADAPTER = ("<adapter>",)
 ADAPTER_OF_TRAINER = ("<adapter>", "peft_config=")
+# ... where the code does not show the config itself (`peft_config=get_peft_config(model_args)`,
+# which is None unless the run asks for PEFT): drawn when a config is given
+ADAPTER_OF_TRAINER_WHEN_GIVEN = ("<adapter>", "peft_config=", "when given")
 
 KNOWN_HELPERS: dict[str, Helper] = {
     "lightning.seed_everything": _LIGHTNING,

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.project.known_apis import ADAPTER, ADAPTER_OF_TRAINER, TRAINER_SEED, Kind
+from torchrepro_lint.project.known_apis import ADAPTER, ADAPTER_OF_TRAINER, ADAPTER_OF_TRAINER_WHEN_GIVEN, TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
 
 
@@ -57,7 +57,7 @@ class LateSeed(Rule):
         "their `peft_config=` before Trainer's constructor seeds (read in their `__init__`), so "
         "without an earlier seed the adapter is drawn unseeded: reported at the trainer, whose "
         "message names the adapter and asks for `set_seed` before it (`model_init=` does not "
-        "help: the adapter is added after it). `RewardTrainer` seeds first. Files quoted in "
+        "help: the adapter is added after it). Where the code passes a config decided at run time (TRL's scripts pass `get_peft_config(model_args)`, None unless `--use_peft`; a parameter; `config if flag else None`) the message says the adapter is drawn when a config is given rather than asserting it. `RewardTrainer` seeds first. Files quoted in "
         "messages are shown relative to the working directory, like the findings' own paths."
     )
     hazards = (
@@ -209,6 +209,19 @@ if __name__ == "__main__":
                         "after the trainer initialised the adapter of its `peft_config=` at random (PEFT's "
                         "`get_peft_model`; LoRA's A matrices, say): the adapter starts from different weights "
                         "every run, whatever the seed; call `transformers.set_seed(args.seed)` before building the trainer",
+                    )
+                    continue
+                if consumed.detail == ADAPTER_OF_TRAINER_WHEN_GIVEN:
+                    yield context.report(
+                        self,
+                        module,
+                        ref,
+                        "torch is seeded here (the trainer calls `set_seed(args.seed)` as it is built); when a config "
+                        "is given to its `peft_config=` (decided at run time here: TRL's `get_peft_config(...)` is None "
+                        "unless PEFT is asked for), the trainer first initialises that adapter at random (PEFT's "
+                        "`get_peft_model`; LoRA's A matrices, say), before the seed, so the adapter starts from "
+                        "different weights every run, whatever the seed; call `transformers.set_seed(args.seed)` "
+                        "before building the trainer",
                     )
                     continue
                 if (module, ref) in by_trainer:

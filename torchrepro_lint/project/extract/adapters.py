@@ -91,6 +91,20 @@ def _lora_value_draws(init) -> bool:
     return not name.startswith(LORA_INITS_WITHOUT_DRAW)
 
 
+def config_shown(index: ModuleIndex, expr: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether the code shows the adapter config itself: a PEFT config's construction, or a
+    variable bound to one. Not a parameter, a function's result (TRL's
+    `get_peft_config(model_args)` is None unless the run asks for PEFT) or `config if flag else
+    None`: whether there is an adapter at all is then decided at run time."""
+    if isinstance(expr, cst.Name) and depth <= 3:
+        assigned = index.assigned_value(expr.value, at)
+        return assigned is not None and assigned is not expr and config_shown(index, assigned, at, depth + 1)
+    if isinstance(expr, cst.Call):
+        config = index.resolve(expr.func, at)
+        return config is not None and config.startswith("peft.") and config.endswith("Config")
+    return False
+
+
 def adapter_call_draws(index: ModuleIndex, call: cst.Call, position: int, keyword: str) -> bool:
     """`get_peft_model(model, config)` and the like: whether the adapters it adds draw.
     `low_cpu_mem_usage=True` creates them empty on the meta device, for weights loaded later."""

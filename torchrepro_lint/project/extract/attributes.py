@@ -1,10 +1,12 @@
 """Where an attribute's value comes from: the assignments a device read as `self.device`,
 `cfg.device` or `Config.device` may hold, for the device evidence of calls.py.
 
-Read from the module's own classes only (a class imported from another module is not seen),
-and conservatively: a later assignment of a plain literal that stands in its method (or class
-body) unconditionally replaces what came before it, so a device set to "cuda" and then to
-"cpu" is not CUDA. Each value comes with the node its names are read from.
+Read from the module's own classes, and conservatively: a later assignment of a plain literal
+that stands in its method (or class body) unconditionally replaces what came before it, so a
+device set to "cuda" and then to "cpu" is not CUDA. Each value comes with the node its names are
+read from. For reads in other modules, `device_summary` sums each class up for the IR
+(ir.DeviceSource): what the interpreter needs to decide a read of an imported class's attribute
+(interpreter/devices.py), with the same replacing rule.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import descendants
+from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract.literals import literal_value
 
 Value = tuple[cst.BaseExpression, cst.CSTNode]  # (expression, where its names are read)
@@ -31,23 +34,26 @@ def local_class(index: ModuleIndex, qualname: str | None) -> cst.ClassDef | None
 def class_defaults(index: ModuleIndex, klass: cst.ClassDef, attribute: str) -> list[tuple[Value, bool]]:
     """`device = "cuda"` / `device: str = "cuda"` / `device: str = field(default="cuda")` in
     the class body: (value, unconditional)."""
-    out = []
+    return [((value, value), True) for name, value in body_defaults(index, klass) if name == attribute]
+
+
+def body_defaults(index: ModuleIndex, klass: cst.ClassDef):
+    """(attribute, value) for each simple assignment in the class body, in order. A dataclass
+    `field(default_factory=TrainConfig)` stands for `TrainConfig()`: its factory is the value."""
     for statement in klass.body.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
-            value = None
-            if isinstance(small, cst.Assign) and any(
-                isinstance(t.target, cst.Name) and t.target.value == attribute for t in small.targets
-            ):
-                value = small.value
-            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == attribute:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    if isinstance(target.target, cst.Name):
+                        yield target.target.value, small.value
+            elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
                 value = small.value
                 if isinstance(value, cst.Call) and index.resolve(value.func, value) == "dataclasses.field":
-                    value = _arg(value, None, "default")
-            if value is not None:
-                out.append(((value, value), True))
-    return out
+                    value = _arg(value, None, "default") or _arg(value, None, "default_factory")
+                if value is not None:
+                    yield small.target.value, value
 
 
 def method_assignments(index: ModuleIndex, klass: cst.ClassDef, attribute: str):
@@ -57,13 +63,40 @@ def method_assignments(index: ModuleIndex, klass: cst.ClassDef, attribute: str):
     for method in klass.body.body:
         if not isinstance(method, cst.FunctionDef):
             continue
-        for node in descendants(method.body):
+        for node in small_statements(method.body):
             if not isinstance(node, (cst.Assign, cst.AnnAssign)):
                 continue
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             if node.value is not None and any(_is_self_attribute(t, attribute) for t in targets):
                 out.append((node.value, method, _unconditional(index, node, method)))
     return out
+
+
+def small_statements(block: cst.CSTNode):
+    """Every simple statement under a method's body, nested blocks (branches, loops, `with`,
+    `try`, nested functions) included, in source order. Assignments are statements: walking
+    only statements, not every expression node, keeps a class's summary cheap."""
+    stack = [block]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.SimpleStatementLine):
+            yield from current.body
+            continue
+        if isinstance(current, cst.SimpleStatementSuite):
+            yield from current.body
+            continue
+        children = []
+        for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+            part = getattr(current, name, None)
+            if part is None:
+                continue
+            if isinstance(part, (list, tuple)):
+                children.extend(part)
+            else:
+                children.append(part)
+        if isinstance(current, (cst.IndentedBlock, cst.Module)):
+            children = list(current.body)
+        stack.extend(reversed([c for c in children if isinstance(c, cst.CSTNode)]))
 
 
 def attribute_values(
@@ -77,7 +110,7 @@ def attribute_values(
     ordered: list[tuple[Value, bool]] = []
     override = _constructor_argument(index, klass, attribute, construction) if construction is not None else None
     if override is not None:
-        ordered.append(((override, construction), _is_plain_literal(override)))
+        ordered.append(((override, construction), is_plain_literal(override)))
     else:
         ordered += class_defaults(index, klass, attribute)
     if instance:
@@ -87,7 +120,7 @@ def attribute_values(
                 bound = _parameter_value(method, value.value, construction)
                 if bound is not None:
                     value, where = bound
-            ordered.append(((value, where), unconditional and _is_plain_literal(value)))
+            ordered.append(((value, where), unconditional and is_plain_literal(value)))
     # A plain literal set unconditionally replaces every value before it.
     last_replacing = max((i for i, (_, replaces) in enumerate(ordered) if replaces), default=0)
     return [value for value, _ in ordered[last_replacing:]]
@@ -102,7 +135,7 @@ def with_stores(values: list[Value], scope: cst.CSTNode, owner: str, attribute: 
         if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             if any(_is_attribute_of(t, owner, attribute) for t in targets):
-                out = [(node.value, node.value)] if _is_plain_literal(node.value) else [*out, (node.value, node.value)]
+                out = [(node.value, node.value)] if is_plain_literal(node.value) else [*out, (node.value, node.value)]
     return out
 
 
@@ -112,14 +145,10 @@ def _constructor_argument(index: ModuleIndex, klass: cst.ClassDef, attribute: st
     if keyword is not None:
         return keyword
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    if not positional or klass.bases or not _is_dataclass(index, klass):
+    fields = _field_names(index, klass) if positional else []
+    if attribute not in fields:
         return None
-    fields = [
-        s.body[0].target.value
-        for s in klass.body.body
-        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign) and isinstance(s.body[0].target, cst.Name)
-    ]
-    position = fields.index(attribute) if attribute in fields else len(positional)
+    position = fields.index(attribute)
     return positional[position] if position < len(positional) else None
 
 
@@ -153,7 +182,7 @@ def _is_dataclass(index: ModuleIndex, klass: cst.ClassDef) -> bool:
     return False
 
 
-def _is_plain_literal(value: cst.BaseExpression) -> bool:
+def is_plain_literal(value: cst.BaseExpression) -> bool:
     return literal_value(value, _MISSING) is not _MISSING
 
 
@@ -178,3 +207,80 @@ def _unconditional(index: ModuleIndex, node: cst.CSTNode, function: cst.Function
         if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Match, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
     return False
+
+
+# -- summaries for other modules (ir.ClassIR.devices) --------------------------------------
+def device_summary(index: ModuleIndex, klass: cst.ClassDef, names_cuda) -> tuple[tuple[str, tuple[ir.DeviceSource, ...]], ...]:
+    """Each attribute of the class that may name a CUDA device, with its sources in the order
+    `attribute_values` reads them. `names_cuda(value, where)` is the lowering's own test. Kept
+    only where a value names CUDA, or a construction may give it one (a dataclass field, an
+    `__init__` parameter stored on `self`) and its default is not a number or a flag: a read of
+    any other attribute is no device evidence, whatever the module."""
+    defaults: dict[str, cst.BaseExpression] = {}
+    for name, value in body_defaults(index, klass):
+        defaults[name] = value  # the last one stands
+    stores: dict[str, list] = {}
+    for method in klass.body.body:
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        for node in small_statements(method.body):
+            if isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, cst.Attribute) and _is_self_attribute(target, target.attr.value):
+                        stores.setdefault(target.attr.value, []).append((node.value, method, _unconditional(index, node, method)))
+    dataclass = _is_dataclass(index, klass)
+    fields = _field_names(index, klass)
+    out = []
+    for attribute in dict.fromkeys([*defaults, *stores]):
+        default = defaults.get(attribute)
+        position = fields.index(attribute) if attribute in fields else None
+        given_possible = dataclass and attribute in defaults and not _is_number_or_flag(default)
+        if default is not None:
+            sources = [ir.DeviceSource(names_cuda(default, default), True, True, attribute, position, on_class=True)]
+        else:  # no default, but `Config(device=...)` gives one all the same
+            sources = [ir.DeviceSource(False, False, True, attribute, position, on_class=True)]
+        for value, method, unconditional in stores.get(attribute, ()):
+            parameter = _parameter(method, value) if method.name.value == "__init__" else None
+            if parameter is None:
+                sources.append(ir.DeviceSource(names_cuda(value, value), unconditional and is_plain_literal(value), unconditional))
+                continue
+            name, after_self, param_default = parameter
+            on_cuda = param_default is not None and names_cuda(param_default, param_default)
+            replaces = unconditional and param_default is not None and is_plain_literal(param_default)
+            sources.append(ir.DeviceSource(on_cuda, replaces, unconditional, name, after_self))
+            given_possible = given_possible or param_default is None or not _is_number_or_flag(param_default)
+        if given_possible or any(source.on_cuda for source in sources):
+            out.append((attribute, tuple(sources)))
+    return tuple(out)
+
+
+def _field_names(index: ModuleIndex, klass: cst.ClassDef) -> list[str]:
+    """A dataclass's fields in order (positional construction), for a class without bases."""
+    if klass.bases or not _is_dataclass(index, klass):
+        return []
+    return [
+        s.body[0].target.value
+        for s in klass.body.body
+        if isinstance(s, cst.SimpleStatementLine) and isinstance(s.body[0], cst.AnnAssign) and isinstance(s.body[0].target, cst.Name)
+    ]
+
+
+def _parameter(function: cst.FunctionDef, value: cst.BaseExpression):
+    """`self.device = device` with `device` a parameter of `__init__`: (name, position after
+    self or None for keyword-only, its default or None)."""
+    if not isinstance(value, cst.Name):
+        return None
+    positional = list(function.params.posonly_params) + list(function.params.params)
+    for number, param in enumerate(positional):
+        if param.name.value == value.value:
+            return value.value, (number - 1 if number else None), param.default
+    for param in function.params.kwonly_params:
+        if param.name.value == value.value:
+            return value.value, None, param.default
+    return None
+
+
+def _is_number_or_flag(value: cst.BaseExpression | None) -> bool:
+    literal = literal_value(value, _MISSING)
+    return literal is not _MISSING and (isinstance(literal, (int, float)) or literal is True or literal is False)

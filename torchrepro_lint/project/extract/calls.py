@@ -18,13 +18,14 @@ from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
-from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws
+from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws, config_shown
 from torchrepro_lint.project.extract.literals import is_false, is_none, literal_value
 from torchrepro_lint.project.known_apis import (
     ACCELERATOR_CALLS,
     ACCELERATOR_DEVICE,
     ADAPTER,
     ADAPTER_OF_TRAINER,
+    ADAPTER_OF_TRAINER_WHEN_GIVEN,
     CHECKPOINT_CALLS,
     CHECKPOINT_METHODS,
     CUDA_CALLS,
@@ -78,6 +79,7 @@ class CallLowering:
     index: ModuleIndex
     helpers: dict[str, Helper]
     _attribute_values: dict[tuple, list[attributes.Value]]
+    _pending: list[ir.AttributeOnCuda]  # device tests for the run, found by _mentions_cuda
 
     def calls_of(self, statement: cst.CSTNode, targets: tuple[str, ...] = ()) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -93,8 +95,11 @@ class CallLowering:
         spawned = None  # the target of a call that surely spawns: it runs in the child, not here
 
         if q in self.helpers:
-            if q in TRAINERS_DRAWING_ADAPTER_FIRST and config_draws(self.index, _arg(node, None, "peft_config"), node):
-                effect(Kind.MODULE_INIT, detail=ADAPTER_OF_TRAINER)  # get_peft_model, before the trainer's seed
+            adapter = _arg(node, None, "peft_config")
+            if q in TRAINERS_DRAWING_ADAPTER_FIRST and config_draws(self.index, adapter, node):
+                # get_peft_model, before the trainer's seed
+                shown = config_shown(self.index, adapter, node)
+                effect(Kind.MODULE_INIT, detail=ADAPTER_OF_TRAINER if shown else ADAPTER_OF_TRAINER_WHEN_GIVEN)
             self.helper_effects(site, self.helpers[q], out)
         elif q and q.endswith(".__init__") and self._seeding_class(q[: -len(".__init__")]):
             self.helper_effects(site, self.helpers[q[: -len(".__init__")]], out)  # `Trainer.__init__(self, ...)`
@@ -189,17 +194,18 @@ class CallLowering:
         elif q in DEVICE_ARGUMENT_CALLS:
             position, keyword, default = DEVICE_ARGUMENT_CALLS[q]
             device = _arg(node, position, keyword)
-            on_cuda = self._mentions_cuda(device, node) if device is not None else default == "cuda"
-            if on_cuda and not is_false(_arg(node, None, "enabled")):
-                effect(Kind.CUDA)
+            on_cuda = self._cuda_value(device, node) if device is not None else (ir.TRUE if default == "cuda" else None)
+            if on_cuda is not None and not is_false(_arg(node, None, "enabled")):
+                effect(Kind.CUDA, on_cuda)
         elif q in CUDA_CALLS or q == "torch.nn.parallel.DistributedDataParallel" and _arg(node, None, "device_ids"):
             effect(Kind.CUDA)
         elif q == "torch.distributed.init_process_group":
             if literal_value(_arg(node, 0, "backend")) == "nccl":
                 effect(Kind.CUDA)
         elif q == "torch.device":
-            if self._mentions_cuda(_arg(node, 0, "type"), node):
-                effect(Kind.CUDA)
+            on_cuda = self._cuda_value(_arg(node, 0, "type"), node)
+            if on_cuda is not None:
+                effect(Kind.CUDA, on_cuda)
         elif q in EXPORT_CALLS:
             effect(Kind.EXPORT)
         elif q in CHECKPOINT_CALLS:
@@ -220,19 +226,21 @@ class CallLowering:
                     effect(Kind.DRAW, detail=targets)
             elif method == "cuda":
                 effect(Kind.CUDA)
-            elif method == "to" and any(self._mentions_cuda(a.value, node) for a in node.args):
-                effect(Kind.CUDA)
+            elif method == "to" and (on_cuda := self._cuda_value([a.value for a in node.args], node)) is not None:
+                effect(Kind.CUDA, on_cuda)
             elif method in CHECKPOINT_METHODS:
                 effect(Kind.CHECKPOINT)
             elif method in TRAINING_METHODS:
                 effect(Kind.TRAINING)
             elif method == "from_pretrained" and _adds_task_head(node.func) and not _loads_reward_model(node):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
+        # Any call given a CUDA `device=`: torch's factories and modules, `.to(device=...)`, a
+        # framework's or the project's own (TRP205's decisions say why this stays this wide).
         device = _arg(node, None, "device")
-        if device is not None and self._mentions_cuda(device, node) and not any(
-            isinstance(s, ir.Effect) and s.kind == Kind.CUDA for s in out
-        ):
-            effect(Kind.CUDA)
+        if device is not None and not any(isinstance(s, ir.Effect) and s.kind == Kind.CUDA for s in out):
+            on_cuda = self._cuda_value(device, node)
+            if on_cuda is not None:
+                effect(Kind.CUDA, on_cuda)
 
         if out and self._import_time_probe(node):
             out = [s for s in out if not (isinstance(s, ir.Effect) and s.kind in _PROBE_KINDS)]
@@ -248,19 +256,20 @@ class CallLowering:
         # can only be read here.
         adapter = _arg(node, None, "peft_config")
         draws = config_draws(self.index, adapter, node) if adapter is not None and not is_none(adapter) else None
+        shown = draws is True and config_shown(self.index, adapter, node)
         if q is not None and (q.startswith(LOCAL) or root(q) not in EXTERNAL_ROOTS):
-            out.append(ir.Call(self.ref(node), q, args=args, kwargs=kwargs, adapter_draws=draws))
+            out.append(ir.Call(self.ref(node), q, args=args, kwargs=kwargs, adapter_draws=draws, adapter_shown=shown))
         elif q is None and isinstance(node.func, cst.Attribute):
             receiver = node.func.value
             if isinstance(receiver, cst.Name):
-                out.append(ir.Call(self.ref(node), None, receiver.value, node.func.attr.value, args, kwargs, draws))
+                out.append(ir.Call(self.ref(node), None, receiver.value, node.func.attr.value, args, kwargs, draws, shown))
             elif isinstance(receiver, cst.Call) and self.index.resolve(receiver.func, node) == "builtins.super":
-                out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs, draws))
+                out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs, draws, shown))
             elif isinstance(receiver, cst.Call) and _project_name(built := self.index.resolve(receiver.func, receiver)):
                 # `Trainer(cfg).fit(model)`: the method of the object just built (its own call ran first)
                 instance = f"<{built}()>"  # a name no Python variable has
                 out.append(ir.Assign(instance, ir.Instance(built)))
-                out.append(ir.Call(self.ref(node), None, instance, node.func.attr.value, args, kwargs, draws))
+                out.append(ir.Call(self.ref(node), None, instance, node.func.attr.value, args, kwargs, draws, shown))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
@@ -322,6 +331,104 @@ class CallLowering:
                 if q in SEED_CALLS or (q in self.helpers and self.helpers[q].seed_text is None):
                     return True
         return False
+
+    def _cuda_value(self, exprs, at: cst.CSTNode) -> ir.Value | None:
+        """Whether an expression (or any of a list) names a CUDA device, as an IR value: TRUE
+        where this module shows it; a test for the run (ir.AttributeOnCuda) where an attribute's
+        value is decided elsewhere (an imported class, a store outside the class); None where
+        nothing could."""
+        saved, self._pending = self._pending, []
+        try:
+            if any(self._mentions_cuda(e, at) for e in (exprs if isinstance(exprs, list) else [exprs])):
+                return ir.TRUE
+            pending = tuple(dict.fromkeys(self._pending))
+        finally:
+            self._pending = saved
+        if not pending:
+            return None
+        return pending[0] if len(pending) == 1 else ir.BoolOp("or", pending, "<device>")
+
+    def _names_cuda_here(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """_mentions_cuda on what this module shows alone (for summaries and constructions)."""
+        saved, self._pending = self._pending, []
+        try:
+            return self._mentions_cuda(expr, at, depth)
+        finally:
+            self._pending = saved
+
+    def _attribute_names_cuda(self, expr: cst.Attribute, at: cst.CSTNode, depth: int) -> bool | None:
+        """`self.device` set in a method of the class (a Trainer's __init__), `cfg.device` of a
+        config built from a class of this module, the class attribute `Config.device`, or one
+        level of chain (`self.cfg.device`, `cfg.train.device`). Where the value is decided
+        elsewhere, a test is left for the run (self._pending); None: not an attribute we follow."""
+        owner, attribute = expr.value, expr.attr.value
+        if isinstance(owner, cst.Attribute):
+            return self._chained_attribute_names_cuda(expr, at, depth)
+        values = self._attribute_values_of(expr, at)
+        known = values is not None and any(self._mentions_cuda(v, where, depth + 1) for v, where in values)
+        if owner.value == "self":
+            if values is not None and self.index.enclosing(at, cst.FunctionDef) is not None:
+                # a store from outside the class (`trainer.device = "cpu"`) or a base class in
+                # another module may decide it: the run does, knowing what this module shows
+                self._pending.append(ir.AttributeOnCuda("self", None, attribute, known=known))
+                return False
+            return known if values is not None else None
+        if values is not None:
+            return known
+        built = self.index.assigned_value(owner.value, at)
+        if isinstance(built, cst.Call):  # `cfg = Config(...)`, Config imported from the project
+            self._defer_to_class(built.func, built, attribute, owner.value, depth=depth)
+        elif built is None:  # `Config.device`
+            self._defer_to_class(owner, None, attribute, None, depth=depth)
+        return None
+
+    def _chained_attribute_names_cuda(self, expr: cst.Attribute, at: cst.CSTNode, depth: int) -> bool | None:
+        """`self.cfg.device` where `self.cfg = Config(...)`, `cfg.train.device` where the
+        dataclass field is `train: TrainConfig = field(default_factory=TrainConfig)`: the
+        attribute of each object the inner attribute may hold, built from a project class."""
+        inner = expr.value
+        if not isinstance(inner.value, cst.Name):
+            return None
+        values = self._attribute_values_of(inner, at)
+        if values is None:
+            return None
+        found = False
+        for value, where in values:
+            call = value if isinstance(value, cst.Call) else None
+            func = call.func if call is not None else value
+            if not isinstance(func, (cst.Name, cst.Attribute)):
+                continue
+            klass = attributes.local_class(self.index, self.index.resolve(func, where))
+            if klass is None:
+                self._defer_to_class(func, call, expr.attr.value, None, where, depth)
+                continue
+            construction = call if call is not None else cst.Call(func=func)  # a factory: built with no arguments
+            found = found or any(
+                self._mentions_cuda(v, w, depth + 1)
+                for v, w in attributes.attribute_values(self.index, klass, expr.attr.value, construction)
+            )
+        return found
+
+    def _defer_to_class(self, func, call: cst.Call | None, attribute: str, owner: str | None, at=None, depth: int = 0) -> None:
+        """Leave the test of `<object>.<attribute>` to the run, for a class of another project
+        module (the run reads its summary, ir.ClassIR.devices). Built from `**overrides`, any
+        attribute may be given: no test (precision first)."""
+        qualname = self.index.resolve(func, at or call or func)
+        if not _project_name(qualname) or qualname.startswith(LOCAL):
+            return
+        given = None
+        if call is not None:
+            if any(a.star for a in call.args):
+                return
+            given, position = [], 0
+            for a in call.args:
+                key = a.keyword.value if a.keyword is not None else position
+                position += a.keyword is None
+                given.append((key, self._names_cuda_here(a.value, call, depth + 1), attributes.is_plain_literal(a.value)))
+            given = tuple(given)
+        elif owner is None and at is not None:
+            given = ()  # a dataclass field's `default_factory`: built with no arguments
+        self._pending.append(ir.AttributeOnCuda(owner, qualname, attribute, given, instance=call is not None or given is not None))
 
     def _attribute_values_of(self, expr: cst.Attribute, at: cst.CSTNode) -> list[attributes.Value] | None:
         """The values `owner.attribute` may hold, where the owner is `self`, an instance of a class
@@ -420,12 +527,10 @@ class CallLowering:
             return False
         if isinstance(expr, cst.IfExp):
             return any(self._mentions_cuda(e, at, depth + 1) for e in (expr.test, expr.body, expr.orelse))
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
-            # `self.device` set in a method of the same class (a Trainer's __init__), `cfg.device`
-            # of a config built from a class of this module, or the class attribute `Config.device`
-            values = self._attribute_values_of(expr, at)
-            if values is not None:
-                return any(self._mentions_cuda(v, where, depth + 1) for v, where in values)
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, (cst.Name, cst.Attribute)):
+            found = self._attribute_names_cuda(expr, at, depth)
+            if found is not None:
+                return found
         if isinstance(expr, cst.Attribute) and expr.attr.value == "type":  # `current_accelerator().type`
             return self._mentions_cuda(expr.value, at, depth + 1)
         if isinstance(expr, cst.FormattedString):

@@ -14,6 +14,7 @@ from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
 from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
@@ -47,6 +48,7 @@ class Lowering(CallLowering):
         self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
         self.nodes: list[cst.CSTNode] = []
         self._attribute_values: dict[tuple, list] = {}  # (class, construction, attribute, instance) -> values
+        self._pending: list[ir.AttributeOnCuda] = []
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -105,7 +107,7 @@ class Lowering(CallLowering):
         bases = tuple(q for q in (self.index.resolve(arg.value) for arg in node.bases if arg.keyword is None) if q)
         # a tuple in source order, not a set: the IR's digest is its pickle (cache.structural_digest)
         methods = tuple(dict.fromkeys(s.name.value for s in node.body.body if isinstance(s, cst.FunctionDef)))
-        return ir.ClassIR(path, bases, methods)
+        return ir.ClassIR(path, bases, methods, attributes.device_summary(self.index, node, self._names_cuda_here))
 
     # -- statements --------------------------------------------------------------------
     def block(self, statements) -> tuple[ir.Stmt, ...]:
@@ -184,6 +186,8 @@ class Lowering(CallLowering):
                     out.append(ir.Effect(Kind.BENCHMARK, self.ref(node), self.value(value)))
                 elif qualname == CUDNN + ".deterministic":
                     out.append(ir.Effect(Kind.CUDNN_DETERMINISTIC, self.ref(node), self.value(value)))
+                else:
+                    out.extend(self.device_store(target, value, node))
             elif isinstance(target, cst.Subscript) and self.index.resolve(target.value) == "os.environ":
                 key = _subscript_string(target)
                 if key:
@@ -196,6 +200,25 @@ class Lowering(CallLowering):
                         continue
                 out.append(ir.Assign(target.value, self.value(value, name=target.value)))
         return out
+
+    def device_store(self, target: cst.Attribute, value: cst.BaseExpression, node: cst.CSTNode) -> list[ir.Stmt]:
+        """`trainer.device = "cuda"` on an object of a project class, from outside the class: an
+        ir.Assign to the dotted name, of whether it names CUDA, which the run hands to the
+        object's methods as `self.device` (a string that does not: False, it replaces what the
+        class set; any other value: nothing, the class's own values stand)."""
+        owner = target.value
+        if not isinstance(owner, cst.Name) or owner.value == "self":
+            return []
+        built = self.index.assigned_value(owner.value, node)
+        if not isinstance(built, cst.Call):
+            return []
+        callee = self.index.resolve(built.func, built)
+        if not callee or not (callee.startswith(LOCAL) or root(callee) not in EXTERNAL_ROOTS):
+            return []
+        on_cuda = self._cuda_value(value, node)
+        if on_cuda is None and isinstance(literal_value(value), str):
+            on_cuda = ir.Const(False)  # "cpu", "mps": numbers and flags are left alone (`.device = 0` is cuda:0)
+        return [] if on_cuda is None else [ir.Assign(f"{owner.value}.{target.attr.value}", on_cuda)]
 
     # -- values ------------------------------------------------------------------------
     def value(self, expr: cst.BaseExpression, name: str | None = None) -> ir.Value:

@@ -19,5 +19,7 @@ Modules:
   ``Facts``, call frames, and the bounds that keep a run finite;
 - ``recordings``: an import walk (or a run of callbacks) recorded in one program and replayed,
   re-anchored, in the next;
-- ``inert``: imports whose top levels do nothing tracked, taken without a walk.
+- ``inert``: imports whose top levels do nothing tracked, taken without a walk;
+- ``devices``: device tests the lowering leaves to the run (an attribute of a class of another
+  module, one stored on an object from outside its class).
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
+from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
 from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
 from torchrepro_lint.project.interpreter.states import (
@@ -27,7 +28,14 @@ from torchrepro_lint.project.interpreter.states import (
     same_states,
     split,
 )
-from torchrepro_lint.project.known_apis import ADAPTER_OF_TRAINER, KNOWN_HELPERS, TRAINERS_DRAWING_ADAPTER_FIRST, Helper, Kind
+from torchrepro_lint.project.known_apis import (
+    ADAPTER_OF_TRAINER,
+    ADAPTER_OF_TRAINER_WHEN_GIVEN,
+    KNOWN_HELPERS,
+    TRAINERS_DRAWING_ADAPTER_FIRST,
+    Helper,
+    Kind,
+)
 
 
 class Interpreter:
@@ -229,7 +237,8 @@ class Interpreter:
             if init is None:
                 return self.framework_init(symbol, call, states, frame)
             return self.invoke(init, args, kwargs, states, frame, call.ref, self_class=symbol, skip_first=True)
-        return self.invoke(symbol, args, kwargs, states, frame, call.ref, self_class=self_class, skip_first=skip_first)
+        stored = _stored_on(call.receiver, frame) if skip_first else {}
+        return self.invoke(symbol, args, kwargs, states, frame, call.ref, self_class=self_class, skip_first=skip_first, stored=stored)
 
     def callee(self, call: ir.Call, frame: Frame):
         """(symbol, self class, whether the first parameter is bound) or None."""
@@ -276,13 +285,15 @@ class Interpreter:
         if base in TRAINERS_DRAWING_ADAPTER_FIRST and call.adapter_draws:
             given = self.evaluate(dict(call.kwargs).get("peft_config", ir.UNKNOWN), frame)
             if given != ir.Const(None):  # `peft_config=peft_config`, a parameter left at None
-                statements.append(ir.Effect(Kind.MODULE_INIT, call.ref, ir.TRUE, ADAPTER_OF_TRAINER))
+                detail = ADAPTER_OF_TRAINER if call.adapter_shown else ADAPTER_OF_TRAINER_WHEN_GIVEN
+                statements.append(ir.Effect(Kind.MODULE_INIT, call.ref, ir.TRUE, detail))
         kinds = {"torch": Kind.SEED_TORCH, "random": Kind.SEED_RANDOM, "numpy": Kind.SEED_NUMPY}
         statements += [ir.Effect(kinds[rng], call.ref, ir.TRUE, (helper.seed_text, ())) for rng in helper.seeds]
         normal, returned = self.block(statements, states, frame)
         return normal + returned
 
-    def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False):
+    def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False, stored=None):
+        """`stored`: what the program stored on the object a method runs for (`self.<name>`)."""
         function = symbol.function
         key = (id(symbol.module), symbol.path)
         if function is None or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
@@ -292,6 +303,7 @@ class Interpreter:
             return states
         params = function.params[1:] if skip_first and function.params else function.params
         env = dict(function.defaults)
+        env.update(stored or {})
         for name, value in zip(params, args):
             env[name] = value
         for name, value in kwargs:
@@ -464,7 +476,19 @@ class Interpreter:
             if not rest:
                 return ir.Const(not deciding)
             return rest[0] if len(rest) == 1 else ir.Opaque(value.text)
+        if isinstance(value, ir.AttributeOnCuda):
+            return ir.Const(attribute_on_cuda(self.project, value, frame))
         return value
+
+
+def _stored_on(receiver: str | None, frame: Frame) -> dict:
+    """`trainer.device = ...` stored before `trainer.fit()`: `self.device` inside the method (and
+    what a method stored on `self` for the methods it calls)."""
+    if receiver is None:
+        return {}
+    owner = "self" if receiver == "super" else receiver
+    prefix = owner + "."
+    return {"self." + name[len(prefix):]: value for name, value in frame.env.items() if name.startswith(prefix)}
 
 
 _FRESH = PathState()
