@@ -6,6 +6,10 @@ compiles, reparse it from the previous one and compare with a whole parse: the t
 (`deep_equals`), the generated code and every line count reparse keeps. Prints how many edits
 were reparsed, how many fell back to a whole parse, and every difference (exit status 1).
 
+With --compile, also check server/recompile.py: for every edited text, compiling only the
+statements the edit touched must give CPython's verdict on the whole text, and the same first
+line for every top-level statement.
+
 With --ir, also check analysis/same_code.py: wherever it finds the edit left the code the same
 (comments and blank lines between statements), the previous text's IR and its nodes' new
 counterparts must be what lowering the new text gives.
@@ -26,8 +30,9 @@ from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
-from torchrepro_lint.pipeline.source import SourceFile, physical_lines
+from torchrepro_lint.pipeline.source import ParseFailure, SourceFile, physical_lines
 from torchrepro_lint.project.extract.lowering import Lowering
+from torchrepro_lint.server import recompile
 
 INSERTED = [
     "x = 1\n", "    y = 2\n", "        z = 3\n", "# note\n", "    # indented note\n", "\n",
@@ -55,6 +60,7 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=6, help="edits per file, each from the last")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ir", action="store_true", help="also check same_code.py's IR reuse")
+    parser.add_argument("--compile", action="store_true", help="also check recompile.py")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     files = sorted(args.directory.rglob("*.py"))
@@ -62,14 +68,19 @@ def main() -> int:
     counts = {"edits": 0, "reparsed": 0, "whole": 0, "different": 0}
     if args.ir:
         counts.update({"same code": 0, "other code": 0, "IR different": 0})
+    if args.compile:
+        counts.update({"compiled in part": 0, "compile different": 0})
     for path in files[: args.files]:
         try:
             text = path.read_text(encoding="utf-8")
             previous = ParsedText(text, cst.parse_module(text))
         except (UnicodeDecodeError, cst.ParserSyntaxError, RecursionError):
             continue
+        compiled = recompile.compile_text(path, previous.text) if args.compile else None
         for _ in range(args.edits):
             new_text = edited(rng, previous.text)
+            if args.compile:
+                compiled = _check_compile(path, compiled, new_text, counts)
             try:
                 compile(new_text, str(path), "exec")
                 whole = cst.parse_module(new_text)
@@ -98,7 +109,30 @@ def main() -> int:
                 print(f"IR DIFFERENT: {path}", file=sys.stderr)
             previous = got
     print(", ".join(f"{key} {value}" for key, value in counts.items()))
-    return 1 if counts["different"] or counts.get("IR different") else 0
+    return 1 if counts["different"] or counts.get("IR different") or counts.get("compile different") else 0
+
+
+def _check_compile(path: Path, previous, text: str, counts: dict):
+    """The next `previous` (the last text that compiled, as the session keeps it)."""
+    whole = recompile.compile_text(path, text)
+    got = recompile.compile_text(path, text, previous)
+    if isinstance(whole, ParseFailure) or isinstance(got, ParseFailure):
+        same = isinstance(whole, ParseFailure) and isinstance(got, ParseFailure) and (
+            (whole.message, whole.row, whole.column) == (got.message, got.row, got.column)
+        )
+        found = previous
+    else:
+        counts["compiled in part"] += previous is not None and recompile._recompiled(path, previous, text) is not None
+        firsts = [recompile._first_line(s) + o for s, o in zip(got.tree.body, got.offsets)]
+        same = firsts == [recompile._first_line(s) for s in whole.tree.body] and [type(s) for s in got.tree.body] == [
+            type(s) for s in whole.tree.body
+        ]
+        found = got
+    if not same:
+        counts["compile different"] += 1
+        print(f"COMPILE DIFFERENT: {path}", file=sys.stderr)
+        return whole if not isinstance(whole, ParseFailure) else previous
+    return found
 
 
 def _lowered(path: Path, parsed: ParsedText):

@@ -46,8 +46,9 @@ class _Unmapped(Exception):
 
 
 class StatementSpans:
-    def __init__(self, text: str, module: cst.Module, syntax_tree: ast.Module | None, parents: dict | None) -> None:
+    def __init__(self, text: str, module: cst.Module, syntax_tree: ast.Module | None, parents: dict | None, offsets=None) -> None:
         self.text, self.module, self.tree, self.parents = text, module, syntax_tree, parents
+        self.offsets = offsets  # lines to add per top-level statement of `syntax_tree` (recompile.py)
         self._lines: list[str] | None = None
         self._pruned: dict[int, tuple[cst.CSTNode, object, int]] = {}  # id(statement) -> positions
         self._whole = None
@@ -71,9 +72,13 @@ class StatementSpans:
         chain.reverse()  # the module, its statement, ..., node
         blocks: list[cst.CSTNode] = []  # compound statements we went into
         cst_body, ast_body, at = self.module.body, self.tree.body, 1
+        offset = 0
         while True:
             statement = chain[at]
-            ast_statement = ast_body[_ast_index(cst_body, statement)]
+            index = _ast_index(cst_body, statement)
+            ast_statement = ast_body[index]
+            if at == 1 and self.offsets is not None:
+                offset = self.offsets[index]
             expected = _BLOCKS.get(type(statement))
             if expected is not None and not isinstance(ast_statement, expected):
                 raise _Unmapped
@@ -85,7 +90,7 @@ class StatementSpans:
                 cst_body, ast_body, at = statement.body.body, ast_statement.body, at + 2
                 continue
             break
-        positions, start = self._positions_around(statement, blocks, _first_line(ast_statement))
+        positions, start = self._positions_around(statement, blocks, _first_line(ast_statement) + offset)
         return _span(positions[node], start)
 
     def _positions_around(self, statement: cst.CSTNode, blocks: list[cst.CSTNode], first_line: int):

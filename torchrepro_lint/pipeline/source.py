@@ -174,6 +174,9 @@ class SourceFile:
     # CPython's tree (statement lines for spans), made when a finding is placed; and, set by
     # ModuleIndex, the child -> parent map of the LibCST tree.
     syntax_tree: ast.Module | None = field(default=None, repr=False)
+    # Lines to add to each top-level statement's line numbers in `syntax_tree` (None: none), for
+    # a tree the language server compiled in part (server/recompile.py)
+    syntax_offsets: tuple[int, ...] | None = field(default=None, repr=False)
     parents: dict | None = field(default=None, repr=False)
     _spans: StatementSpans | None = field(default=None, repr=False)
     _compiles: bool = field(default=False, repr=False)  # CPython's parser accepted it
@@ -222,7 +225,7 @@ class SourceFile:
     def drop_tree(self) -> None:
         """Forget the parsed tree (memory stays bounded on large projects); parsed again on use."""
         self.__dict__.pop("module", None)
-        self.syntax_tree = self.parents = self._spans = None
+        self.syntax_tree = self.syntax_offsets = self.parents = self._spans = None
 
     @cached_property
     def lines(self) -> list[str]:
@@ -238,8 +241,8 @@ class SourceFile:
 
             tree = self.module
             if self.syntax_tree is None:
-                self.syntax_tree = self._compile()
-            self._spans = StatementSpans(self.text, tree, self.syntax_tree, self.parents)
+                self.syntax_tree, self.syntax_offsets = self._compile(), None
+            self._spans = StatementSpans(self.text, tree, self.syntax_tree, self.parents, self.syntax_offsets)
         return self._spans.span(node)
 
     def is_suppressed(self, code: str, row: int) -> bool:

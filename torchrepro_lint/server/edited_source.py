@@ -1,9 +1,8 @@
 """An open buffer's source for the engine: parsed by reusing the tree of its previous text
-where the edit allows (pipeline/reparse.py), and compiled by CPython once per text."""
+where the edit allows (pipeline/reparse.py), and compiled by CPython once per text (recompile.py)."""
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -11,6 +10,7 @@ import libcst as cst
 
 from torchrepro_lint.pipeline.reparse import ParsedText, reparse
 from torchrepro_lint.pipeline.source import SourceFile
+from torchrepro_lint.server.recompile import Compiled
 
 
 @dataclass
@@ -32,6 +32,10 @@ class EditedSource(SourceFile):
         return found.module
 
 
-def edited_source(path, text: str, previous: ParsedText | None, syntax_tree: ast.Module | None) -> EditedSource:
-    """`syntax_tree`: CPython's tree of `text`, where the session has it (it compiled it)."""
-    return EditedSource(path, text, syntax_tree=syntax_tree, _compiles=syntax_tree is not None, previous=previous)
+def edited_source(path, text: str, previous: ParsedText | None, compiled: Compiled | None) -> EditedSource:
+    """`compiled`: CPython's tree of `text`, where the session has it (recompile.py)."""
+    if compiled is None or compiled.text != text:
+        return EditedSource(path, text, previous=previous)
+    return EditedSource(
+        path, text, syntax_tree=compiled.tree, syntax_offsets=compiled.offsets, _compiles=True, previous=previous
+    )

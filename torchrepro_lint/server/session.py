@@ -16,7 +16,6 @@ program that imports the file lose its seed.
 
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,8 @@ from torchrepro_lint.project.index import ProjectIndex
 from torchrepro_lint.pipeline.reparse import ParsedText
 from torchrepro_lint.server.edited_source import EditedSource, edited_source
 from torchrepro_lint.server.memory_cache import MemoryCache
-from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.server.recompile import Compiled, compile_text
+from torchrepro_lint.pipeline.source import ParseFailure, SourceError, read_source
 
 
 @dataclass
@@ -55,15 +55,6 @@ def _mtime(path: Path):
         return None
 
 
-def compile_text(path: Path, text: str):
-    """CPython's tree of `text` (about a tenth of LibCST's cost), or the ParseFailure saying
-    why it does not compile."""
-    try:
-        return SourceFile(path, text)._compile()
-    except ParseFailure as failure:
-        return failure
-
-
 class ProjectSession:
     """One project root and the buffers open in it. `standalone`: a file outside any project,
     linted alone, as `torchrepro-lint check FILE` would."""
@@ -74,7 +65,7 @@ class ProjectSession:
         self.buffers: dict[Path, str] = {}  # open documents: resolved path -> text
         self._good: dict[Path, str] = {}  # open documents: the last text that compiled
         self._bad: dict[Path, tuple] = {}  # open documents: (text, ParseFailure) of a text that did not
-        self._syntax: dict[Path, ast.Module] = {}  # open documents: CPython's tree of the last good text
+        self._syntax: dict[Path, Compiled] = {}  # open documents: CPython's tree of the last good text
         self._parsed: dict[Path, ParsedText] = {}  # open documents: the last text LibCST parsed, and its tree
         self._texts: dict[Path, tuple] = {}  # files on disk: path -> (stat, text)
         self._config: tuple | None = None  # (pyproject stat, Config)
@@ -210,7 +201,7 @@ class ProjectSession:
         if good == text:
             return text  # compiled before: every open buffer is looked at in every analysis
         bad = self._bad.get(path)
-        compiled = bad[1] if bad is not None and bad[0] == text else compile_text(display, text)
+        compiled = bad[1] if bad is not None and bad[0] == text else compile_text(display, text, self._syntax.get(path))
         if not isinstance(compiled, ParseFailure):
             self._good[path] = text
             self._syntax[path] = compiled
