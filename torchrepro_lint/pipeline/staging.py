@@ -226,7 +226,7 @@ class LoweredStore:
             # A cache that lives across runs gives the same facts object again (ProgramRunner),
             # and remembers their digest with them.
             across_runs = getattr(self.cache, "program_digests", None)
-            shape = (p.kind, p.anchor_ref, p.function, p.imported, p.entry)
+            shape = canonical((p.kind, p.anchor_ref, p.function, p.imported, p.entry))  # (the entry by path)
             known = across_runs.get(id(p.facts)) if across_runs is not None else None
             if known is not None and known[0] is p.facts and known[1] == shape:
                 found = known[2]
@@ -423,6 +423,11 @@ class ProgramRunner:
         used: list = []
         facts = loads_with_modules(data, modules, used)
         memo[id(data)] = (data, facts, tuple(dict.fromkeys(used)))
+        if found is not None and found[0] is data:  # the same facts over other module objects:
+            digests = self.cache.program_digests  # their digest (modules by path) is the same
+            known = digests.get(id(found[1]))
+            if known is not None and known[0] is found[1]:
+                digests[id(facts)] = (facts, known[1], known[2])
         return facts
 
     def run(self, project, module, as_main, function=None):
