@@ -313,6 +313,14 @@ def test_an_edit_in_a_function_parses_that_function_only_and_finds_what_a_fresh_
     assert fresh.analyse().findings == session.analyse().findings
 
 
+def _fresh_findings(root: Path, session):
+    """What a new session with the same buffers finds: what the kept session must find."""
+    fresh = Workspace(root, persistent=False)
+    for buffer, text in session.buffers.items():
+        fresh.open(buffer, text)
+    return fresh.sessions[session.root].analyse().findings
+
+
 UPSAMPLE = """import torch.nn.functional as F
 
 
@@ -349,10 +357,7 @@ def test_results_that_read_another_module_follow_its_edits_as_a_fresh_session_do
     for path, text in [(train, TRAIN_WITHOUT_GRAD), *steps]:
         session.buffers[path] = text
         found = session.analyse().findings
-        fresh = Workspace(tmp_path, persistent=False)
-        for buffer, buffer_text in session.buffers.items():
-            fresh.open(buffer, buffer_text)
-        assert found == fresh.sessions[session.root].analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
         seen.append(("models.py", "TRP401") in [(p.name, f.code) for p, fs in found.items() for f in fs])
     assert seen == [False, True, True, True, False, True]
 
@@ -404,10 +409,7 @@ def test_an_import_walk_is_replayed_from_the_last_analysis_only_while_the_import
     for path, text in [(train, IMPORTS_IT_FIRST), *steps]:
         session.buffers[path] = text
         found = session.analyse().findings
-        fresh = Workspace(tmp_path, persistent=False)
-        for buffer, buffer_text in session.buffers.items():
-            fresh.open(buffer, buffer_text)
-        assert found == fresh.sessions[session.root].analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
         seen.append([f.code for f in found.get(lib, [])])
     assert seen == [["TRP201"], ["TRP201"], [], [], ["TRP201"], ["TRP201"]]
     assert session._recorded is not None and any(session._recorded[0].values())  # walks were kept

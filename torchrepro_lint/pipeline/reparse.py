@@ -78,6 +78,19 @@ class _Level:
         return out  # statement k covers [out[k], out[k + 1]); out[-1] is where the block ends
 
 
+def edited_lines(old: list[str], new: list[str]) -> tuple[int, int, int]:
+    """(start, end, delta): the lines `old[start:end]` became `new[start:end + delta]`, and the
+    lines before and after are the same in both."""
+    shortest = min(len(old), len(new))
+    start = 0
+    while start < shortest and old[start] == new[start]:
+        start += 1
+    same_end = 0
+    while same_end < shortest - start and old[-1 - same_end] == new[-1 - same_end]:
+        same_end += 1
+    return start, len(old) - same_end, len(new) - len(old)
+
+
 def reparse(previous: ParsedText, text: str) -> ParsedText | None:
     """`text` parsed by reusing `previous`'s statements outside the edit, or None where the
     whole text must be parsed (the caller has checked that the whole text compiles)."""
@@ -94,17 +107,8 @@ class _Reparse:
         self.previous, self.text = previous, text
         self.module = previous.module
         self.old, self.new = physical_lines(previous.text), physical_lines(text)
-        old, new = self.old, self.new
-        shortest = min(len(old), len(new))
-        same_start = 0
-        while same_start < shortest and old[same_start] == new[same_start]:
-            same_start += 1
-        same_end = 0
-        while same_end < shortest - same_start and old[-1 - same_end] == new[-1 - same_end]:
-            same_end += 1
-        self.same_start = same_start  # old lines [same_start, changed_end) were replaced
-        self.changed_end = len(old) - same_end
-        self.delta = len(new) - len(old)
+        # old lines [same_start, changed_end) were replaced
+        self.same_start, self.changed_end, self.delta = edited_lines(self.old, self.new)
 
     def run(self) -> ParsedText:
         module = self.module

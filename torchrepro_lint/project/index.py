@@ -530,9 +530,10 @@ class ProjectIndex:
             return None
         return self.external_name(f"{alias}.{rest}" if rest else alias, module, depth + 1)
 
-    def external_bases(self, klass: Symbol):
-        """The bases outside the project along the class's method resolution order, by the
-        names external_name gives them (a project class's own bases first)."""
+    def lineage(self, klass: Symbol):
+        """The project classes along `klass`'s method resolution order, breadth first, `klass`
+        first. Lazy: a class's bases are resolved only once the caller asks for the next class
+        (resolution records reads and may load modules, so a lookup that stops early must not)."""
         seen: set[tuple[int, str]] = set()
         queue = [klass]
         while queue:
@@ -541,33 +542,27 @@ class ProjectIndex:
             if key in seen or current.klass is None:
                 continue
             seen.add(key)
+            yield current
             for base in current.klass.bases:
                 resolved = self.resolve(base, current.module)
                 if resolved is not None and resolved.klass is not None:
                     queue.append(resolved)
-                elif resolved is None:
+
+    def external_bases(self, klass: Symbol):
+        """The bases outside the project along the class's method resolution order, by the
+        names external_name gives them (a project class's own bases first)."""
+        for current in self.lineage(klass):
+            for base in current.klass.bases:
+                if self.resolve(base, current.module) is None:
                     name = self.external_name(base, current.module)
                     if name is not None:
                         yield name
 
     def method(self, klass: Symbol, name: str, skip_self: bool = False) -> Symbol | None:
         """Find `name` along the project part of the class's method resolution order."""
-        seen: set[tuple[int, str]] = set()
-        queue = [klass]
-        first = True
-        while queue:
-            current = queue.pop(0)
-            key = (id(current.module), current.path)
-            if key in seen or current.klass is None:
-                continue
-            seen.add(key)
-            if not (first and skip_self) and name in current.klass.methods:
+        for current in self.lineage(klass):
+            if not (skip_self and current is klass) and name in current.klass.methods:
                 return Symbol(current.module, f"{current.path}.{name}")
-            first = False
-            for base in current.klass.bases:
-                resolved = self.resolve(base, current.module)
-                if resolved is not None and resolved.klass is not None:
-                    queue.append(resolved)
         return None
 
     # -- the import graph --------------------------------------------------------------

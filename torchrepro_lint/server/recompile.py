@@ -19,6 +19,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchrepro_lint.pipeline.reparse import edited_lines
 from torchrepro_lint.pipeline.source import ParseFailure, SourceFile, physical_lines
 
 
@@ -44,15 +45,8 @@ def compile_text(path: Path, text: str, previous: Compiled | None = None) -> Com
 
 
 def _recompiled(path: Path, previous: Compiled, text: str) -> Compiled | None:
-    old, new = physical_lines(previous.text), physical_lines(text)
-    shortest = min(len(old), len(new))
-    same_start = 0
-    while same_start < shortest and old[same_start] == new[same_start]:
-        same_start += 1
-    same_end = 0
-    while same_end < shortest - same_start and old[-1 - same_end] == new[-1 - same_end]:
-        same_end += 1
-    changed_end, delta = len(old) - same_end, len(new) - len(old)  # old lines [same_start, changed_end) replaced
+    new = physical_lines(text)
+    same_start, changed_end, delta = edited_lines(physical_lines(previous.text), new)
     body, offsets = previous.tree.body, previous.offsets
     kept = 0  # statements wholly before the edit (their last line unchanged)
     while kept < len(body) and body[kept].end_lineno + offsets[kept] <= same_start:

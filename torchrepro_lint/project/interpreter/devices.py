@@ -53,19 +53,8 @@ def holds_cuda(sources: tuple[ir.DeviceSource, ...], given, instance: bool) -> b
 def _sources(project: ProjectIndex, klass: Symbol, attribute: str) -> tuple[ir.DeviceSource, ...] | None:
     """The summary of the first class along the project part of the method resolution order
     that has the attribute."""
-    seen: set[tuple[int, str]] = set()
-    queue = [klass]
-    while queue:
-        current = queue.pop(0)
-        key = (id(current.module), current.path)
-        if key in seen or current.klass is None:
-            continue
-        seen.add(key)
+    for current in project.lineage(klass):
         for name, sources in current.klass.devices:
             if name == attribute:
                 return sources
-        for base in current.klass.bases:
-            resolved = project.resolve(base, current.module)
-            if resolved is not None and resolved.klass is not None:
-                queue.append(resolved)
     return None
