@@ -89,19 +89,17 @@ class ReadValues:
         if not self.remember:
             return compute()
         found = self._found(read)
-        if found is None or not self._same_mentions(found[0], basis, word):
-            found = (basis, compute())
-        self.values[read] = found
-        return found[1]
+        value = found[1] if found is not None and self._same_mentions(found[0], basis, word) else compute()
+        self.values[read] = (basis, value)  # (now the basis: an older one would keep its modules alive)
+        return value
 
     def missing(self, read, basis: ModuleSet, compute: Callable[[], str]):
         if not self.remember:
             return compute()
         found = self._found(read)
-        if found is None or not self._same_files(found[0], basis):
-            found = (basis, compute())
-        self.values[read] = found
-        return found[1]
+        value = found[1] if found is not None and self._same_files(found[0], basis) else compute()
+        self.values[read] = (basis, value)
+        return value
 
     def fact(self, name: str, basis: ModuleSet, unchanged: Callable):
         """A fact of the whole project kept with `keep`, while the same files exist and
@@ -111,7 +109,7 @@ class ReadValues:
             return None
         if not all(unchanged(old, new) for old, new in self._changed(found[0], basis)):
             return None
-        self.values[name] = found
+        self.values[name] = (basis, found[1])
         return found[1]
 
     def keep(self, name: str, basis: ModuleSet, value) -> None:
