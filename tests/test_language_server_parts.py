@@ -24,6 +24,13 @@ from torchrepro_lint.fixes.apply import edit_text  # noqa: E402
 UTF16, UTF8, UTF32 = types.PositionEncodingKind.Utf16, types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf32
 
 
+@pytest.fixture(autouse=True)
+def _in_the_workspace(tmp_path, monkeypatch):
+    """The server's workspace is the directory it runs in (Workspace's cwd defaults to it), and
+    the engine resolves the display paths it is given against it: so do these tests."""
+    monkeypatch.chdir(tmp_path)
+
+
 def test_columns_count_utf16_code_units_after_astral_characters():
     lines = physical_lines('s = "\U0001F600é"; torch.manual_seed(0)\r\nnext\rlast')
     assert lines == ['s = "\U0001F600é"; torch.manual_seed(0)', "next", "last"]
