@@ -61,8 +61,8 @@ def _recompiled(path: Path, previous: Compiled, text: str) -> Compiled | None:
         return None  # likewise at the other end
     end = _first_line(body[after]) + offsets[after] - 1 + delta if after < len(body) else len(new)
     middle = "".join(new[begin:end])
-    if "__future__" in middle or begin < 2 < len(new) and ("coding" in new[0] or "coding" in new[1]):
-        return None  # (where a statement stands or an encoding is declared: whole)
+    if "__future__" in middle or "barry_as_FLUFL" in text or begin < 2 < len(new) and ("coding" in new[0] or "coding" in new[1]):
+        return None  # (where a statement stands, the one future import that changes parsing, an encoding: whole)
     try:
         tree = compile(middle, str(path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
