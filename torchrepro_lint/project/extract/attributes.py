@@ -79,23 +79,16 @@ def small_statements(block: cst.CSTNode):
     stack = [block]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.SimpleStatementLine):
-            yield from current.body
-            continue
-        if isinstance(current, cst.SimpleStatementSuite):
+        if isinstance(current, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             yield from current.body
             continue
         children = []
-        for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+        for name in ("body", "handlers", "orelse", "finalbody", "cases"):  # (a block's `body` is its statements)
             part = getattr(current, name, None)
-            if part is None:
-                continue
             if isinstance(part, (list, tuple)):
                 children.extend(part)
-            else:
+            elif part is not None:
                 children.append(part)
-        if isinstance(current, (cst.IndentedBlock, cst.Module)):
-            children = list(current.body)
         stack.extend(reversed([c for c in children if isinstance(c, cst.CSTNode)]))
 
 
