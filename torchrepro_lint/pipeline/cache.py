@@ -29,8 +29,9 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 5  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
-# 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws
+FORMAT = 6  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+# 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
+# 6: IR classes pickled as their constructor arguments (ir._compact)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
