@@ -9,7 +9,7 @@ import pytest
 
 from conftest import check_json
 from shard_support import FILES, assign_ops_and_train_apart, shard_project
-from torchrepro_lint.pipeline import staging
+from torchrepro_lint.pipeline import memory, staging
 from torchrepro_lint.pipeline.shards import hub, protocol, worker
 from torchrepro_lint.rules.trp102_partial_seed import PartialSeed
 
@@ -159,8 +159,8 @@ def _with_programs(root):
 
 
 def _programs_lowered_by_worker_1(source) -> int:
-    """Every program's entry file lowered (so its tree kept) by worker 1: a program's rules run
-    where its entry module's tree is, so they all run there, whoever is free first."""
+    """Every program's entry file lowered (so its tree kept) by worker 1: the rules of a program
+    whose entry module is large run where its tree is."""
     return 1 if "__main__" in source.text else protocol.MAIN
 
 
@@ -219,7 +219,7 @@ def test_program_rules_run_in_every_process(root, capsys, monkeypatch):
         assert 1 <= stats["program_rules_in_workers"] <= 4
 
 
-def test_a_programs_rules_run_where_its_entry_modules_tree_is(root, capsys, monkeypatch):
+def test_a_large_entry_modules_program_rules_run_where_its_tree_is(root, capsys, monkeypatch):
     _with_programs(root)
     _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
     checked_in_main = []
@@ -233,6 +233,7 @@ def test_a_programs_rules_run_where_its_entry_modules_tree_is(root, capsys, monk
     main_process = os.getpid()
     monkeypatch.setattr(staging.ProgramChecker, "check", check)
     monkeypatch.setattr(protocol, "ASSIGNED", _programs_lowered_by_worker_1)
+    monkeypatch.setattr(memory, "LARGE_PARSE", 0)  # every entry module counts as large
     _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "2")
     assert sharded == alone and (stats["program_rules_in_workers"], checked_in_main) == (4, [])
     # No tree kept anywhere: any process takes them (here the main one may take them all).

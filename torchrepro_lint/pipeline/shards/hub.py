@@ -218,16 +218,21 @@ class Hub:
             yield module, results[module.path]
 
     def _rule_jobs_by_shard(self, programs) -> dict:
-        """The programs whose rules run (by index), by the process that has the tree of the
-        program's entry module, where its findings are mostly reported; None: any process.
-        Elsewhere the rules would parse that module again, and a parse needs far more memory
-        than the tree for a moment: on torch's source, reporting into one 500 KB module (a
-        program of its own) took a process 600 MB past its peak when its rules ran there."""
+        """The programs whose rules run (by index), by the process that must run them; None:
+        any process. A program whose entry module is large runs where that module's tree is,
+        for its findings are mostly reported there: elsewhere the rules would parse it again,
+        and a parse needs far more memory than the tree for a moment (on torch's source,
+        program rules report into a 500 KB module of literals, a program of its own, whose
+        parse needs about 640 MB: memory.py; the likely cause of a 600 MB spike once seen
+        while a run's program rules ran). The rest go to whichever process is free: all tied to
+        their trees' processes, the main process ran about 145 of torch's 160 alone."""
         out: dict = {shard: [] for shard in [MAIN, *self.workers, None]}
         for index in self._rule_jobs:
             entry = programs[index].entry
             shard = self.shard_of.get(entry.path, MAIN)
-            if shard != MAIN and not (entry.path in self.kept and shard in self.workers):
+            if len(entry.source.text) < memory.LARGE_PARSE:
+                shard = None
+            elif shard != MAIN and not (entry.path in self.kept and shard in self.workers):
                 shard = None
             elif shard == MAIN and not entry.has_tree:
                 shard = None
