@@ -6,9 +6,10 @@
 Runs `python -m torchrepro_lint check . --no-cache --statistics [--jobs N]` in TREE (which
 holds its own pyproject), alternating the version under --base (put first on PYTHONPATH) and
 this checkout (head): base, head, base, head... so that both see the same load on a shared
-machine. For each run it prints the wall time, the peak RSS of the largest process (the main
-one or any worker) and of the main one, and a digest of the output (the two versions must
-print the same).
+machine. For each run it prints the wall time, the CPU time (user and system, the workers'
+included), the load average when it ended, the peak RSS of the largest process (the main one
+or any worker) and of the main one, and a digest of the output (the two versions must print
+the same).
 
 The largest process: its peak resident size (VmHWM) is read from /proc every few
 milliseconds for every process of the run's session, and os.wait4 gives the largest among
@@ -80,6 +81,7 @@ def run_once(command: list[str], cwd: Path, env: dict) -> dict:
     largest_kib = max([usage.ru_maxrss, *peaks.values()])
     return {
         "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),  # with the workers it reaped
         "largest_mib": round(largest_kib / 1024),
         "main_mib": round(peaks.get(proc.pid, 0) / 1024),
         "processes": len(peaks),
@@ -112,15 +114,18 @@ def main(argv: list[str] | None = None) -> int:
                     command += ["--jobs", jobs]
                 run = {"round": round_, "jobs": jobs, "version": name, **run_once(command, args.tree, env)}
                 runs.append(run)
-                print(f"round {round_}  jobs {jobs:>7}  {name}:  wall {run['wall_s']:6.1f} s  largest process "
+                print(f"round {round_}  jobs {jobs:>7}  {name}:  wall {run['wall_s']:6.1f} s  cpu {run['cpu_s']:6.1f} s  "
+                      f"load {os.getloadavg()[0]:4.1f}  largest process "
                       f"{run['largest_mib']:5d} MiB  main {run['main_mib']:5d} MiB  ({run['processes']} processes)  "
                       f"output {run['output']}  exit {run['returncode']} {' '.join(run['stderr_tail'])}", flush=True)
     for jobs in args.jobs:
         for name in versions:
             mine = [r for r in runs if r["jobs"] == jobs and r["version"] == name]
             walls = sorted(r["wall_s"] for r in mine)
+            cpus = sorted(r["cpu_s"] for r in mine)
             rss = sorted(r["largest_mib"] for r in mine)
-            print(f"jobs {jobs:>7}  {name}:  wall {walls[0]}-{walls[-1]} s  largest process {rss[0]}-{rss[-1]} MiB")
+            print(f"jobs {jobs:>7}  {name}:  wall {walls[0]}-{walls[-1]} s  cpu {cpus[0]}-{cpus[-1]} s  "
+                  f"largest process {rss[0]}-{rss[-1]} MiB")
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))
     outputs = {r["output"] for r in runs}

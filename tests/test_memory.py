@@ -108,6 +108,102 @@ def test_a_kept_tree_forgets_what_its_rules_built_once_they_ran(tmp_path):
     assert module.index.derived == {}
 
 
+def test_a_kept_tree_holds_no_index_between_lowering_and_its_rules(tmp_path):
+    project = ProjectIndex(tmp_path)
+    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    tree, nodes = module.source.module, module.nodes
+    staging.TreeBudget(10_000).after_indexing(module)
+    assert module.has_tree and module._index is None and module.source.parents is None
+    # rebuilt on first use from the same tree: the IR's node table still points into it
+    assert module.index.module is tree and module.nodes is nodes
+    assert all(node in module.index.parents for node in nodes if node is not tree)
+
+
+def test_a_node_reported_by_ref_is_placed_after_the_index_was_dropped(tmp_path):
+    project = ProjectIndex(tmp_path)
+    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    ref = len(module.nodes) - 1
+    expected = module.source.span(module.nodes[ref])
+    module.drop_index()
+    node = module.nodes[ref]  # (as LintContext.report does for a ref)
+    assert module.source.parents is not None  # the parent map that places it quickly
+    assert module.source.span(node) == expected
+
+
+@pytest.mark.parametrize("jobs", ["1", "3"])
+def test_dropping_kept_trees_indexes_changes_no_finding(tmp_path, capsys, monkeypatch, jobs):
+    from conftest import check_json
+    from shard_support import shard_project
+    from torchrepro_lint.project.index import ProjectModule
+
+    root = shard_project(tmp_path, monkeypatch)
+    if jobs != "1":  # every process lowers some files, the main one included (it records drops)
+        from torchrepro_lint.pipeline.shards import protocol
+
+        names = sorted(path.name for path in root.glob("*.py"))
+        monkeypatch.setattr(protocol, "ASSIGNED", lambda source: names.index(source.path.name) % int(jobs))
+    dropped = []
+    drop_index = ProjectModule.drop_index
+    monkeypatch.setattr(ProjectModule, "drop_index", lambda module: dropped.append(module.path) or drop_index(module))
+    _, found, _ = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
+    assert dropped  # trees were kept without their index
+    monkeypatch.setattr(ProjectModule, "drop_index", lambda module: module.index.forget_derived())  # as before
+    _, expected, _ = check_json(capsys, root, "--no-cache", "--jobs", jobs)[:3]
+    assert found == expected and {f["code"] for f in found} >= {"TRP000", "TRP402"}
+
+
+def test_indexes_built_again_for_summaries_are_dropped_past_their_bound(tmp_path, monkeypatch):
+    project = ProjectIndex(tmp_path, lowered=staging.LoweredStore(None))
+    modules = [project.add(SourceFile(tmp_path / f"m{i}.py", TRAINING)) for i in range(3)]
+    for module in modules:
+        staging.TreeBudget(10_000).after_indexing(module)  # kept, without its index
+    monkeypatch.setattr(staging, "INDEXED_CHARACTERS", 2 * len(TRAINING))
+    store = project.lowered
+    for module in modules:
+        module.index  # as a summary would
+        store.indexed_for_summaries(module)
+    assert [m._index is not None for m in modules] == [False, True, True]  # the oldest dropped
+    assert all(m.has_tree for m in modules)
+    with store.pinned(modules[1]):
+        modules[0].index
+        store.indexed_for_summaries(modules[0])
+    assert [m._index is not None for m in modules] == [True, True, True]  # (its rules run)
+
+
+def test_trees_parsed_for_program_rules_are_dropped_after_them(tmp_path, capsys, monkeypatch):
+    from torchrepro_lint.config import Config
+    from torchrepro_lint.pipeline.engine import lint_sources
+
+    script = "import random\nimport torch\n\nif __name__ == '__main__':\n    torch.manual_seed(0)\n    random.shuffle([1, 2])\n"
+    (tmp_path / "shuffle.py").write_text(script)
+    monkeypatch.setattr(staging, "TREE_BUDGET", 0)  # so its rules must parse it again
+    monkeypatch.setattr(staging, "SUMMARISED_TREES", 0)  # (the store's own, for summaries)
+    projects = []
+
+    def make_index(root, helpers):
+        projects.append(ProjectIndex(root, helpers))
+        return projects[-1]
+
+    result = lint_sources([(tmp_path / "shuffle.py", None)], Config(root=tmp_path), make_index=make_index)
+    assert [f.code for f in result.findings] == ["TRP102"]  # reported by a program rule
+    assert not any(module.has_tree for module in projects[0].modules.values())
+
+
+def test_ir_is_compact_and_pickles_as_it_was():
+    import pickle
+
+    from torchrepro_lint.pipeline.cache import structural_digest
+    from torchrepro_lint.project import ir
+
+    call = ir.Call(3, "utils.seed", args=(ir.Var("x"), ir.UNKNOWN), kwargs=(("k", ir.Const(1)),))
+    function = ir.FunctionIR("main", 1, ("x",), {"x": ir.TRUE}, (call, ir.Return(), ir.Branch(ir.IS_MAIN, (call,), ())))
+    module_ir = ir.ModuleIR((call,), None, {"main": function}, {"C": ir.ClassIR("C", ("B",), ("m",))}, {"a": "b"})
+    copy = pickle.loads(pickle.dumps(module_ir, protocol=pickle.HIGHEST_PROTOCOL))
+    assert copy == module_ir and structural_digest(copy) == structural_digest(module_ir)
+    assert not hasattr(call, "__dict__") and not hasattr(copy.functions["main"], "__dict__")  # slots
+    assert pickle.loads(pickle.dumps(ir.IS_MAIN)) == ir.IS_MAIN
+
+
 def _version():
     return parse_version("2.13")
 

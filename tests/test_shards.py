@@ -9,7 +9,7 @@ import pytest
 
 from conftest import check_json
 from shard_support import FILES, assign_ops_and_train_apart, shard_project
-from torchrepro_lint.pipeline import staging
+from torchrepro_lint.pipeline import memory, staging
 from torchrepro_lint.pipeline.shards import hub, protocol, worker
 from torchrepro_lint.rules.trp102_partial_seed import PartialSeed
 
@@ -158,10 +158,18 @@ def _with_programs(root):
     return root
 
 
+def _programs_lowered_by_worker_1(source) -> int:
+    """Every program's entry file lowered (so its tree kept) by worker 1: the rules of a program
+    whose entry module is large run where its tree is."""
+    return 1 if "__main__" in source.text else protocol.MAIN
+
+
 def _program_rules(monkeypatch, in_main=None, in_workers=None) -> None:
-    """Patch ProgramChecker.check so that the main process starts on its first program only once
-    a worker has started on one (answering the workers' questions meanwhile): then the workers
-    surely take programs. `in_main` / `in_workers` (index) are called first in each."""
+    """Patch ProgramChecker.check so that the main process starts on a program only once a
+    worker has started on one (answering the workers' questions meanwhile), and lower every
+    entry file in worker 1 (_programs_lowered_by_worker_1): then the workers surely take
+    programs. `in_main` / `in_workers` (index) are called first in each."""
+    monkeypatch.setattr(protocol, "ASSIGNED", _programs_lowered_by_worker_1)
     main_process = os.getpid()
     started, starting = multiprocessing.get_context("fork").Pipe(duplex=False)  # a worker's "I began"
     hubs = []
@@ -209,6 +217,38 @@ def test_program_rules_run_in_every_process(root, capsys, monkeypatch):
         _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", jobs)
         assert sharded == alone
         assert 1 <= stats["program_rules_in_workers"] <= 4
+
+
+def test_a_large_entry_modules_program_rules_run_where_its_tree_is(root, capsys, monkeypatch):
+    _with_programs(root)
+    _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    checked_in_main = []
+    checking = staging.ProgramChecker.check
+
+    def check(self, index):
+        if os.getpid() == main_process:
+            checked_in_main.append(index)
+        return checking(self, index)
+
+    main_process = os.getpid()
+    monkeypatch.setattr(staging.ProgramChecker, "check", check)
+    monkeypatch.setattr(protocol, "ASSIGNED", _programs_lowered_by_worker_1)
+    monkeypatch.setattr(memory, "LARGE_PARSE", 0)  # every entry module counts as large
+    _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "2")
+    assert sharded == alone and (stats["program_rules_in_workers"], checked_in_main) == (4, [])
+    # No tree kept anywhere: any process takes them (here the main one may take them all).
+    monkeypatch.setattr(staging, "SHARDED_TREE_BUDGET", 0)
+    _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "2")
+    assert sharded == alone and stats["program_rules_in_workers"] + len(checked_in_main) == 4
+
+
+def test_ir_sent_in_pieces_of_one_module_changes_nothing(root, capsys, monkeypatch):
+    _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    monkeypatch.setattr(protocol, "MODULES_PER_MESSAGE", 1)  # (the workers fork with it)
+    monkeypatch.setattr(protocol, "ASSIGNED", assign_ops_and_train_apart(3))
+    _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "3")
+    assert sharded == alone and stats["workers"] == 2
+    assert protocol.chunks([1, 2, 3], 2) == [[1, 2], [3]] and protocol.chunks([], 2) == [[]]
 
 
 def test_a_program_rule_bug_is_reported_once_whichever_processes_met_it(root, capsys, monkeypatch):

@@ -6,7 +6,8 @@ middle of the heap, where glibc keeps the pages for later instead of returning t
 torch's source that kept the resident size at about three times the live heap.
 `malloc_trim(0)` hands those pages back; it costs about 5 ms, so it runs once per
 `TRIM_AFTER` characters of source parsed or checked, and after each parse of a large file
-(LARGE_PARSE), never on a short run of small files (the flake8 plugin, a one-file check).
+(LARGE_PARSE) and after each large message between processes, never on a short run of small
+files (the flake8 plugin, a one-file check).
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def parsed(chars: int) -> None:
     """A parse of `chars` characters has ended: give its scratch memory back if it was large."""
     if chars >= LARGE_PARSE:
         give_back()
+
+
+def after_message() -> None:
+    """A large message between the processes of a sharded run (shards/) was sent or received:
+    its buffers were freed in the middle of the heap. Without this, on torch's source, the main
+    process stayed about 100 MB higher after receiving the other process's IR and 135 MB
+    higher after sending its own."""
+    give_back()
 
 
 def give_back() -> None:

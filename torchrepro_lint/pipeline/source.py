@@ -222,9 +222,18 @@ class SourceFile:
         except (RecursionError, MemoryError, ValueError):
             raise ParseFailure("file is too deeply nested to parse") from None
 
+    @property
+    def has_tree(self) -> bool:
+        """Whether LibCST's tree is parsed (and held)."""
+        return "module" in self.__dict__
+
     def drop_tree(self) -> None:
         """Forget the parsed tree (memory stays bounded on large projects); parsed again on use."""
         self.__dict__.pop("module", None)
+        self.forget_positions()
+
+    def forget_positions(self) -> None:
+        """Forget what places findings (CPython's tree, the parent map): made again on use."""
         self.syntax_tree = self.syntax_offsets = self.parents = self._spans = None
 
     @cached_property

@@ -41,18 +41,26 @@ from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.pipeline.source import PARSES, SourceFile
 
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
-# dropped and the file parsed again when its rules run (a LibCST tree takes ~50x its text). The
+# dropped and the file parsed again when its rules run (a LibCST tree takes ~27x its text, ~37x
+# with its index, which a kept tree drops until its rules run: ProjectModule.drop_index). The
 # largest files are lowered first and keep theirs (engine._lower_all). On torch's source (46 MB)
 # with --jobs 1: 16 MB kept in file order peaked at 1.9 GiB, 10 MB of the largest at 1.04 GiB,
 # in about two thirds of the time (huge files were no longer parsed again on a full heap); 8 MB
 # at 999 MiB, 4% slower than 10 MB (3:42 against 3:33, same output, runs back to back).
 TREE_BUDGET = 8_000_000
 # The same for all the processes of a sharded run (shards/) together, each keeping its part.
-# Measured on torch's source (46 MB) with two processes: 16, 20 and 24 MB each gave the same
-# peak memory (2.5 and 1.9 GiB), and 20 MB each parses 1,567 files again instead of 2,038.
-SHARDED_TREE_BUDGET = 40_000_000
+# On torch's source (46 MB) with two processes, 20 MB each peaked at 1.3-1.9 GiB before the IR
+# was compact, kept trees dropped their index and messages went in pieces; then 20 MB each
+# peaked at 1,079 MiB, 13 MB at 937 MiB (parsing 680 files more, 20% more CPU time), 18 MB at
+# 918 MiB once indexes built again for summaries and program rules were dropped again.
+SHARDED_TREE_BUDGET = 36_000_000
 # Trees parsed again only to summarise a module (project/summaries.py), kept for the next ask.
 SUMMARISED_TREES = 32
+# Kept trees whose index (ProjectModule.drop_index) was built again to summarise them keep it,
+# and what was derived from it, for the next summaries up to this much source, then drop it.
+# Kept to the end of the run, they took a process of a sharded run on torch's source 138 MB up
+# while one 29 KB file's rules asked where names were used (72 MB with this bound).
+INDEXED_CHARACTERS = 1_000_000
 # With automatic garbage collection off (cli.run), a collection after this many characters of
 # source have had their trees released. Indexing leaves no cycle that reaches a tree (tested),
 # but a cycle made elsewhere would keep one alive until a collection: this bounds the cost.
@@ -115,6 +123,7 @@ class LoweredStore:
         self._text_digests: dict = {}
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
+        self._indexed: dict = {}  # path -> kept module indexed again for summaries, oldest first
         self._pinned: set = set()  # paths of modules whose rules are running (never dropped)
         self._program_digests: dict = {}  # id(program) -> digest of its facts
         self._programs_seen: list = []
@@ -184,6 +193,7 @@ class LoweredStore:
         self.cache = None  # (the language server's cache holds modules, which hold this store)
         self._summaries.clear()
         self._summarised.clear()
+        self._indexed.clear()
         self._program_digests.clear()
         self._programs_seen.clear()
         self._primed.clear()
@@ -204,6 +214,20 @@ class LoweredStore:
         unpinned = [path for path in self._summarised if path not in self._pinned]
         for path in unpinned[: max(0, len(self._summarised) - SUMMARISED_TREES)]:
             RELEASED.release(self._summarised.pop(path))
+
+    def indexed_for_summaries(self, module: ProjectModule) -> None:
+        """A kept tree's index was built again only to summarise it: keep it for the next few
+        summaries, then drop it again (never while its rules run: pinned)."""
+        self._indexed.pop(module.path, None)
+        self._indexed[module.path] = module
+        held = self._indexed
+        characters = sum(len(held[path].source.text) for path in held)
+        for path in list(held):
+            if characters <= INDEXED_CHARACTERS or path == module.path:
+                break
+            characters -= len(held[path].source.text)
+            if path not in self._pinned:
+                held.pop(path).drop_index()
 
     @contextmanager
     def pinned(self, module: ProjectModule):
@@ -290,6 +314,7 @@ class TreeBudget:
         if self.kept + len(module.source.text) <= self.limit:
             self.kept += len(module.source.text)
             self._kept.add(module.path)
+            module.drop_index()
         else:
             RELEASED.release(module)
 
@@ -302,7 +327,7 @@ class TreeBudget:
         elif module.has_tree:
             # What its rules built on the tree (flows, op matches, memo tables) is larger than
             # the tree: another file's rules rarely look into it, and rebuild what they need.
-            module.index.forget_derived()
+            module.drop_index()
 
 
 MISSING_IMPORTS = "missing imports"
@@ -597,16 +622,37 @@ class ProgramChecker:
 
     def check(self, index: int):
         """Findings, internal errors and the reads of every program rule on program `index`."""
-        view = LintContext(self.context.project, [self.context.programs[index]], self.context.config)
+        project = self.context.project
+        view = LintContext(project, [self.context.programs[index]], self.context.config)
         findings: list[Finding] = []
         errors: list[str] = []
+        had_trees = {path for path, module in project.modules.items() if module.has_tree}
+        had_indexes = {path for path, module in project.modules.items() if module._index is not None}
         with record() as reads:
             for rule in self.rules:
                 try:
                     findings.extend(f for f in rule.check_programs(view) if f is not None)
                 except Exception:  # a rule bug must not hide every other finding
                     errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
+        self._release_parsed(had_trees, had_indexes, reads)
         return findings, errors, reads
+
+    def _release_parsed(self, had_trees: set, had_indexes: set, reads) -> None:
+        """Drop the trees these rules parsed (to place a finding or quote code), and the indexes
+        they built again on kept trees, as the per-file rules do: they were kept until the run
+        ended (on torch's source one program's rules took a process of a sharded run 102 MB up,
+        66 MB with this and the store's bound on indexes built for summaries). Trees and indexes
+        built for summaries are the store's to keep (LoweredStore)."""
+        modules = self.context.project.modules
+        store = self.store
+        for kind, path in list(reads):
+            module = modules.get(path) if kind == "content" else None
+            if module is None or store is not None and (path in store._summarised or path in store._indexed):
+                continue
+            if path not in had_trees and module.has_tree:
+                RELEASED.release(module)
+            elif path not in had_indexes and module._index is not None:
+                module.drop_index()
 
     def _one(self, index: int):
         """From the cache, or checked here and cached."""

@@ -107,11 +107,23 @@ class ProjectModule:
             lowering = Lowering(self.index, self.helpers)
             lowering.build()
             self._nodes = lowering.nodes
+        elif self._index is None:
+            self.index  # (dropped, drop_index): its parent map places findings at these nodes
         return self._nodes
 
     @property
     def has_tree(self) -> bool:
-        return self._index is not None
+        return self._index is not None or self.source.has_tree
+
+    def drop_index(self) -> None:
+        """Keep the tree, forget its index (and what was derived from it): a tree kept for later
+        rules is held with about a fifth less memory (77 of 347 MB for 9.3 MB of torch's
+        source), and its index is built again from the same nodes on first use (about a tenth
+        of the time of a parse). The IR's node table stays: it points into the same tree."""
+        if self._index is not None:
+            self._index.forget_derived()
+            self._index = None
+            self.source.forget_positions()
 
     def release_tree(self) -> None:
         if self._index is not None:

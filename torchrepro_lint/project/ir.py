@@ -4,37 +4,64 @@ Each module is lowered once (extract/) into statements that keep only what seedi
 determinism depend on: effects (a seed, a claim, a draw...), calls that may reach project
 code, simple assignments, and branches. It holds no CST nodes (only integer refs into the
 module's node table), so it can be cached and shipped between processes.
+
+Every class is compact (`_compact`): a whole project's IR is held by every process of a run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Union
 
 
+def _compact(cls=None, *, frozen: bool = True):
+    """A dataclass with __slots__, pickled as its constructor's arguments.
+
+    Without slots, each of the ~1 M IR objects of torch's source carried an instance dict,
+    built by unpickling (IR from the cache or from another process): 227 MB for its IR.
+    Pickled as (class, field values), unpickling calls the constructor, as plain dataclasses'
+    state-dict restore did not; the values are read by one C-level attrgetter."""
+
+    def make(cls):
+        cls = dataclass(frozen=frozen, slots=True)(cls)
+        names = [f.name for f in fields(cls)]
+        if not names:
+            cls.__reduce__ = lambda self: (type(self), ())
+        elif len(names) == 1:
+            get_one = attrgetter(names[0])
+            cls.__reduce__ = lambda self: (type(self), (get_one(self),))
+        else:
+            get_all = attrgetter(*names)
+            cls.__reduce__ = lambda self: (type(self), get_all(self))
+        return cls
+
+    return make if cls is None else make(cls)
+
+
 # -- values: conditions and switch arguments, evaluated under the caller's bindings --------
-@dataclass(frozen=True)
+@_compact
 class Const:
     value: object
 
 
-@dataclass(frozen=True)
+@_compact
 class Var:
     name: str
 
 
-@dataclass(frozen=True)
+@_compact
 class Not:
     operand: "Value"
 
 
-@dataclass(frozen=True)
+@_compact
 class IsNone:
     operand: "Value"
     negated: bool  # `x is not None`
 
 
-@dataclass(frozen=True)
+@_compact
 class BoolOp:
     """`a and b` / `a or b`: decided when the operands are, else opaque as `text`."""
 
@@ -43,20 +70,20 @@ class BoolOp:
     text: str
 
 
-@dataclass(frozen=True)
+@_compact
 class Opaque:
     """A runtime value. Equal keys (the same source text) are taken to be the same value."""
 
     key: str
 
 
-@dataclass(frozen=True)
+@_compact
 class IsMain:
     """`__name__ == "__main__"`: true only in the module a program runs as `__main__`; false where
     it is imported, and in a spawned child, which imports the main module as `__mp_main__`."""
 
 
-@dataclass(frozen=True)
+@_compact
 class AttributeOnCuda:
     """Whether `<owner>.<attribute>` names a CUDA device, where only the program can tell: the
     object's class is in another module (`klass`, with what its construction gives), a base class
@@ -85,7 +112,7 @@ IS_MAIN = IsMain()
 
 
 # -- statements ----------------------------------------------------------------------------
-@dataclass(frozen=True)
+@_compact
 class Effect:
     kind: str  # one of effects.Kind
     ref: int  # node in the module's table, where a finding would be reported
@@ -93,7 +120,7 @@ class Effect:
     detail: tuple = ()  # kind-specific data (a seed's text, an env var's name, ...)
 
 
-@dataclass(frozen=True)
+@_compact
 class Call:
     """A call that may reach project code: by qualified name, or a method on a variable."""
 
@@ -109,14 +136,14 @@ class Call:
     adapter_shown: bool = False  # the code shows the config itself, not a value the run decides
 
 
-@dataclass(frozen=True)
+@_compact
 class Instance:
     """`x = Foo(...)`: x is an instance of Foo (if Foo is a project class)."""
 
     qualname: str
 
 
-@dataclass(frozen=True)
+@_compact
 class Assign:
     """`name = value`. A dotted name (`trainer.device`) is a device stored on an object from
     outside its class: the value says whether it names CUDA (see AttributeOnCuda)."""
@@ -125,26 +152,26 @@ class Assign:
     value: Union[Value, Instance]
 
 
-@dataclass(frozen=True)
+@_compact
 class Branch:
     cond: Value
     then: tuple["Stmt", ...]
     orelse: tuple["Stmt", ...]
 
 
-@dataclass(frozen=True)
+@_compact
 class Return:
     pass
 
 
-@dataclass(frozen=True)
+@_compact
 class ImportModule:
     ref: int
     module: str  # absolute dotted name; its top level runs once per program
     names: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@_compact
 class Spawn:
     """A call that starts processes running `target` in a fresh interpreter."""
 
@@ -153,7 +180,7 @@ class Spawn:
     needs_spawn_method: bool = False  # plain multiprocessing.Process: spawn only if set globally
 
 
-@dataclass(frozen=True)
+@_compact
 class FunctionRef:
     """A function passed as a value (a callback): reachable, at an unknown time."""
 
@@ -163,7 +190,7 @@ class FunctionRef:
 Stmt = Union[Effect, Call, Assign, Branch, Return, ImportModule, Spawn, FunctionRef]
 
 
-@dataclass
+@_compact(frozen=False)
 class FunctionIR:
     path: str  # "main", "Trainer.fit", "outer.inner"
     ref: int
@@ -173,7 +200,7 @@ class FunctionIR:
     is_method: bool = False
 
 
-@dataclass(frozen=True)
+@_compact
 class DeviceSource:
     """One value an attribute of a class may hold, as far as the device goes, in the order the
     class gives them (the class body's default first, then what its methods store on `self`)."""
@@ -186,7 +213,7 @@ class DeviceSource:
     on_class: bool = False  # the class body's default: also what the attribute read on the class holds
 
 
-@dataclass
+@_compact(frozen=False)
 class ClassIR:
     path: str
     bases: tuple[str, ...]  # qualified names as the module sees them
@@ -196,7 +223,7 @@ class ClassIR:
     devices: tuple[tuple[str, tuple[DeviceSource, ...]], ...] = ()
 
 
-@dataclass
+@_compact(frozen=False)
 class ModuleIR:
     top: tuple[Stmt, ...]  # module-level statements in order; `__main__` guards branch on IS_MAIN
     main_guard: int | None  # ref of the first top-level `if __name__ == "__main__":`

@@ -45,11 +45,13 @@ def current(module: ProjectModule, kind: str, argument: str = ""):
             return compute(module, argument)
 
     def from_tree():
-        had_tree = module.has_tree
+        had_tree, had_index = module.has_tree, module._index is not None
         with unrecorded():
             found = compute(module, argument)
         if not had_tree and module.has_tree:
             store.parsed_for_summaries(module)  # kept a while: other summaries are often asked next
+        elif had_tree and not had_index:
+            store.indexed_for_summaries(module)  # a kept tree's index, built again: the same
         return found
 
     return store.summary(module, kind, argument, from_tree)

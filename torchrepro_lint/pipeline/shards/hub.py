@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from torchrepro_lint.pipeline import memory
 from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
 from torchrepro_lint.pipeline.shards import protocol
 from torchrepro_lint.pipeline.shards.protocol import (
@@ -79,15 +80,22 @@ class Hub:
         # (Under the test hook ASSIGNED, it may hold all of its own.)
         largest = max((len(s.text) for s in self.pending), default=0)
         for shard, worker in list(self.workers.items()):
+            received = {}
             try:
-                message = worker.receive(allowance(largest))
-                if message[0] != "lowered":
-                    raise WorkerLost(message[1])
+                last = False
+                while not last:  # (in pieces of protocol.MODULES_PER_MESSAGE files)
+                    message = worker.receive(allowance(largest))
+                    if message[0] != "lowered":
+                        raise WorkerLost(message[1])
+                    _, piece, last = message
+                    received.update(piece)
+                    del message, piece
             except WorkerLost as lost:
                 self._lose(shard, hung=isinstance(lost, WorkerHung))
                 continue
-            for path, outcome in message[1].items():
+            for path, outcome in received.items():
                 outcomes[path] = (shard, outcome)
+            memory.after_message()
         for source in self.pending:
             found = outcomes.get(source.path)
             if found is None:
@@ -102,10 +110,15 @@ class Hub:
     def share_project(self) -> None:
         """Send each worker the modules it lacks (after lowering, and before checking)."""
         for shard, worker in list(self.workers.items()):
+            pieces = protocol.chunks(self._layout(shard))
             try:
-                worker.send(("project", self._layout(shard), list(self.project.modules)))
+                for i, piece in enumerate(pieces):
+                    last = i == len(pieces) - 1
+                    worker.send(("project", piece, list(self.project.modules) if last else None))
             except WorkerLost:
                 self._lose(shard)
+            del pieces
+            memory.after_message()
 
     # programs
     def run_programs(self, entries, run) -> list:
@@ -128,6 +141,7 @@ class Hub:
                 self.programs_resolved += message[2]
             except (WorkerLost, KeyError) as lost:
                 self._lose(shard, hung=isinstance(lost, WorkerHung))
+        memory.after_message()
         for i, entry in enumerate(entries):
             if facts[i] is None:  # taken by a worker that was lost
                 facts[i] = run(self.project, entry.module, entry.as_main, entry.function)
@@ -136,7 +150,8 @@ class Hub:
     # checking
     def share_program_rules(self, indexes: list[int], check_program) -> None:
         """Before check: the programs (by index) whose program rules every process takes once
-        its files are checked, and how the main process runs them on one."""
+        its files are checked (each first those whose entry module's tree it has, then any of
+        the rest: _rule_jobs_by_shard), and how the main process runs them on one."""
         self._rule_jobs, self._check_program = indexes, check_program
 
     def check(self, modules: list[ProjectModule], programs, checker):
@@ -154,17 +169,20 @@ class Hub:
             else:
                 treeless.append(module)
         treeless.sort(key=lambda m: -len(m.source.text))
+        rule_jobs = self._rule_jobs_by_shard(programs)
         facts = dumps_with_modules(programs)
         order, anyone = list(self.project.modules), [m.path for m in treeless]
         largest_treeless = len(treeless[0].source.text) if treeless else 0
         for shard, worker in list(self.workers.items()):
             layout = self._layout(shard)  # modules loaded since share_project
             try:
-                worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone, self._rule_jobs))
+                worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone, (rule_jobs[shard], rule_jobs[None])))
             except WorkerLost:
                 self._lose(shard)
                 continue
             worker.expect(allowance(sum(len(m.source.text) for m in share[shard]) + largest_treeless))
+        del facts
+        memory.after_message()
         store = self.project.lowered
         # Until close(): the program rules and the cache's digests may ask for summaries too.
         store.remote = self._ask
@@ -177,9 +195,13 @@ class Hub:
         while (i := take(self._next["check"])) < len(treeless):
             self._pump(block=False)
             results[treeless[i].path] = main_check(treeless[i])
-        while (i := take(self._next["rules"])) < len(self._rule_jobs):
+        for index in rule_jobs[MAIN]:
             self._pump(block=False)
-            self.program_rules_done[self._rule_jobs[i]] = self._check_program(self._rule_jobs[i])
+            self.program_rules_done[index] = self._check_program(index)
+        shared_rule_jobs = rule_jobs[None]
+        while (i := take(self._next["rules"])) < len(shared_rule_jobs):
+            self._pump(block=False)
+            self.program_rules_done[shared_rule_jobs[i]] = self._check_program(shared_rule_jobs[i])
         while len(self._done) < len(self.workers):
             self._pump(block=True, awaited=[shard for shard in self.workers if shard not in self._done])
         for shard, (checked, ruled, computed, parses, peak_rss) in self._done.items():
@@ -194,6 +216,28 @@ class Hub:
             if module.path not in results:  # its worker was lost: check it here
                 results[module.path] = main_check(module)
             yield module, results[module.path]
+
+    def _rule_jobs_by_shard(self, programs) -> dict:
+        """The programs whose rules run (by index), by the process that must run them; None:
+        any process. A program whose entry module is large runs where that module's tree is,
+        for its findings are mostly reported there: elsewhere the rules would parse it again,
+        and a parse needs far more memory than the tree for a moment (on torch's source,
+        program rules report into a 500 KB module of literals, a program of its own, whose
+        parse needs about 640 MB: memory.py; the likely cause of a 600 MB spike once seen
+        while a run's program rules ran). The rest go to whichever process is free: all tied to
+        their trees' processes, the main process ran about 145 of torch's 160 alone."""
+        out: dict = {shard: [] for shard in [MAIN, *self.workers, None]}
+        for index in self._rule_jobs:
+            entry = programs[index].entry
+            shard = self.shard_of.get(entry.path, MAIN)
+            if len(entry.source.text) < memory.LARGE_PARSE:
+                shard = None
+            elif shard != MAIN and not (entry.path in self.kept and shard in self.workers):
+                shard = None
+            elif shard == MAIN and not entry.has_tree:
+                shard = None
+            out[shard].append(index)
+        return out
 
     def _layout(self, shard: int) -> list[tuple]:
         """The modules of the main process's project that worker `shard` has not been sent, for

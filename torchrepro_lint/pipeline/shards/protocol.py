@@ -66,6 +66,19 @@ def lowered_outcome(project: ProjectIndex, outcome):
     return ("ir", outcome._ir, project.lowered.ir_digests.get(outcome.path), outcome.has_tree)
 
 
+# The IR that crosses between processes (a worker's lowered files, the main process's share of
+# the project) goes this many modules to a message: a message is pickled and unpickled whole,
+# and all of one process's IR in one message took the main process 200 MB past its level for a
+# moment on torch's source (the bytes, and the pickler's memo of every object).
+MODULES_PER_MESSAGE = 64
+
+
+def chunks(items: list, size: int | None = None):
+    """`items` in consecutive pieces of `size` (MODULES_PER_MESSAGE); one empty piece if none."""
+    size = size or MODULES_PER_MESSAGE
+    return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
 # Held while a worker is forked (hub.py) and lifted first thing in it (worker.py).
 INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 

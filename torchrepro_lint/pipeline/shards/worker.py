@@ -9,6 +9,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from torchrepro_lint.pipeline import memory
 from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
 from torchrepro_lint.pipeline.shards import protocol
 from torchrepro_lint.pipeline.shards.protocol import INTERRUPTS, ModulesByPath, Stages, lowered_outcome, take
@@ -46,10 +47,19 @@ def work(
             if isinstance(outcome, ProjectModule):
                 own[outcome.path] = outcome
             outcomes[source.path] = lowered_outcome(project, outcome)
-        connection.send(("lowered", outcomes))
+        pieces = protocol.chunks(list(outcomes.items()))
+        del outcomes
+        for i, piece in enumerate(pieces):
+            connection.send(("lowered", dict(piece), i == len(pieces) - 1))
+        del pieces
+        memory.after_message()
 
-        _, layout, order = _expect(connection, "project")
-        _rebuild(project, known, layout, order)
+        order = None
+        while order is None:  # the modules it lacks, in pieces; the last one gives the order
+            _, layout, order = _expect(connection, "project")
+            _rebuild(project, known, layout, order)
+        del layout
+        memory.after_message()
         _, jobs = _expect(connection, "programs")
         runner = stages.runner(project)
         resolved_before = runner.stats.programs_resolved
@@ -63,6 +73,8 @@ def work(
         _, layout, order, facts, paths, treeless, rule_jobs = _expect(connection, "check")
         _rebuild(project, known, layout, order)
         programs = loads_with_modules(facts, ModulesByPath(project))
+        del layout, facts
+        memory.after_message()
         questions = _Questions(connection, project, own)
         project.lowered.remote = questions.ask
         checker = stages.checker(project, programs, budget)
@@ -77,9 +89,13 @@ def work(
             results[treeless[i]] = check(project.modules[treeless[i]])
         check_program = stages.program_checker(project, programs)
         ruled = {}
-        for i in tasks(counters["rules"], len(rule_jobs)):
+        mine, anyone = rule_jobs  # (the programs whose entry module's tree is here, the rest)
+        for index in mine:
             questions.serve()
-            ruled[rule_jobs[i]] = check_program(rule_jobs[i])
+            ruled[index] = check_program(index)
+        for i in tasks(counters["rules"], len(anyone)):
+            questions.serve()
+            ruled[anyone[i]] = check_program(anyone[i])
         summaries_computed = project.lowered.summaries_computed()
         connection.send(("done", results, ruled, summaries_computed, PARSES[0] - before, _peak_rss_mib()))
         questions.serve(until_stopped=True)  # others may still ask about our trees
@@ -159,15 +175,18 @@ class _Questions:
             raise _Stopped
 
 
-def _rebuild(project: ProjectIndex, known: dict, layout: list[tuple], order: list[Path]) -> None:
+def _rebuild(project: ProjectIndex, known: dict, layout: list[tuple], order: list[Path] | None) -> None:
     """Make the worker's project the main process's: add the modules in `layout` with the IR
     they were sent with, then put every module in the main process's `order` (a module only
-    this worker loaded goes last). The worker's own modules keep their trees."""
+    this worker loaded goes last; None: more modules are coming). The worker's own modules
+    keep their trees."""
     store = project.lowered
     for path, display, linted, module_ir, ir_digest, text in layout:
         source = known.get(display) if text is None else SourceFile(Path(display), text)
         store.prime(path, module_ir, ir_digest)
         project.add(source, linted=linted)
+    if order is None:
+        return
     modules = project.modules
     ordered = {path: modules[path] for path in order if path in modules}
     ordered.update((path, module) for path, module in modules.items() if path not in ordered)
