@@ -108,11 +108,14 @@ def test_a_kept_tree_forgets_what_its_rules_built_once_they_ran(tmp_path):
     assert module.index.derived == {}
 
 
-def test_a_kept_tree_holds_no_index_between_lowering_and_its_rules(tmp_path):
+def test_kept_trees_past_the_indexed_share_hold_no_index_between_lowering_and_their_rules(tmp_path):
     project = ProjectIndex(tmp_path)
-    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    first, module = (project.add(SourceFile(tmp_path / f"{name}.py", TRAINING)) for name in ("first", "train"))
     tree, nodes = module.source.module, module.nodes
-    staging.TreeBudget(10_000).after_indexing(module)
+    budget = staging.TreeBudget(int(len(TRAINING) * 1.5 / staging.INDEXED_SHARE))
+    budget.after_indexing(first)
+    budget.after_indexing(module)
+    assert first._index is not None  # within the share: its rules will not build it again
     assert module.has_tree and module._index is None and module.source.parents is None
     # rebuilt on first use from the same tree: the IR's node table still points into it
     assert module.index.module is tree and module.nodes is nodes
@@ -142,6 +145,7 @@ def test_dropping_kept_trees_indexes_changes_no_finding(tmp_path, capsys, monkey
 
         names = sorted(path.name for path in root.glob("*.py"))
         monkeypatch.setattr(protocol, "ASSIGNED", lambda source: names.index(source.path.name) % int(jobs))
+    monkeypatch.setattr(staging, "INDEXED_SHARE", 0)  # every kept tree drops its index until its rules run
     dropped = []
     drop_index = ProjectModule.drop_index
     monkeypatch.setattr(ProjectModule, "drop_index", lambda module: dropped.append(module.path) or drop_index(module))
@@ -156,7 +160,8 @@ def test_indexes_built_again_for_summaries_are_dropped_past_their_bound(tmp_path
     project = ProjectIndex(tmp_path, lowered=staging.LoweredStore(None))
     modules = [project.add(SourceFile(tmp_path / f"m{i}.py", TRAINING)) for i in range(3)]
     for module in modules:
-        staging.TreeBudget(10_000).after_indexing(module)  # kept, without its index
+        staging.TreeBudget(10_000).after_indexing(module)
+        module.drop_index()  # kept without its index, as past the budget's indexed share
     monkeypatch.setattr(staging, "INDEXED_CHARACTERS", 2 * len(TRAINING))
     store = project.lowered
     for module in modules:

@@ -80,3 +80,16 @@ def test_offsets_add_up_over_a_chain_of_edits():
             continue
         assert _first_lines(got) == _first_lines(whole)
         previous = got
+
+
+def test_an_edited_buffer_keeps_the_sessions_tree_when_a_run_forgets_positions():
+    """A kept tree may drop its index and positions (ProjectModule.drop_index); the edited
+    buffer's CPython tree is the session's, which the next edit builds on."""
+    from torchrepro_lint.server.edited_source import edited_source
+
+    new = SCRIPT.replace("    return torch", "    width = width * 2\n    return torch")
+    compiled = recompile.compile_text("train.py", new, recompile.compile_text("train.py", SCRIPT))
+    source = edited_source("train.py", new, None, compiled)
+    source.forget_positions()
+    assert source.syntax_tree is compiled.tree and source.syntax_offsets == compiled.offsets
+    assert source.parents is None  # the rest is forgotten as for any source

@@ -53,7 +53,11 @@ TREE_BUDGET = 8_000_000
 # was compact, kept trees dropped their index and messages went in pieces; then 20 MB each
 # peaked at 1,079 MiB, 13 MB at 937 MiB (parsing 680 files more, 20% more CPU time), 18 MB at
 # 918 MiB once indexes built again for summaries and program rules were dropped again.
-SHARDED_TREE_BUDGET = 36_000_000
+SHARDED_TREE_BUDGET = 40_000_000
+# The share of that budget (the first trees kept) whose trees keep their index until their rules
+# run; the rest drop it (ProjectModule.drop_index) and build it again then, about a tenth of a
+# parse.
+INDEXED_SHARE = 0.5
 # Trees parsed again only to summarise a module (project/summaries.py), kept for the next ask.
 SUMMARISED_TREES = 32
 # Kept trees whose index (ProjectModule.drop_index) was built again to summarise them keep it,
@@ -300,6 +304,7 @@ class TreeBudget:
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = TREE_BUDGET if limit is None else limit
+        self.indexed_limit = int(self.limit * INDEXED_SHARE)
         self.kept = 0
         self._kept: set = set()  # paths of the trees kept within budget
 
@@ -314,7 +319,8 @@ class TreeBudget:
         if self.kept + len(module.source.text) <= self.limit:
             self.kept += len(module.source.text)
             self._kept.add(module.path)
-            module.drop_index()
+            if self.kept > self.indexed_limit:
+                module.drop_index()
         else:
             RELEASED.release(module)
 

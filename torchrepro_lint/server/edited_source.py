@@ -31,6 +31,13 @@ class EditedSource(SourceFile):
         self.parsed = self.previous = found
         return found.module
 
+    def forget_positions(self) -> None:
+        # CPython's tree came from the session, which keeps it for the next edit: forgetting it
+        # here frees nothing and would compile the whole text again to place a finding.
+        tree, offsets = self.syntax_tree, self.syntax_offsets
+        super().forget_positions()
+        self.syntax_tree, self.syntax_offsets = tree, offsets
+
 
 def edited_source(path, text: str, previous: ParsedText | None, compiled: Compiled | None) -> EditedSource:
     """`compiled`: CPython's tree of `text`, where the session has it (recompile.py)."""
