@@ -41,22 +41,22 @@ from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.pipeline.source import PARSES, SourceFile
 
 # Trees kept after lowering for the per-file rules, in characters of source: past this a tree is
-# dropped and the file parsed again when its rules run (a LibCST tree takes ~27x its text, ~37x
-# with its index, which a kept tree drops until its rules run: ProjectModule.drop_index). The
-# largest files are lowered first and keep theirs (engine._lower_all). On torch's source (46 MB)
-# with --jobs 1: 16 MB kept in file order peaked at 1.9 GiB, 10 MB of the largest at 1.04 GiB,
-# in about two thirds of the time (huge files were no longer parsed again on a full heap); 8 MB
-# at 999 MiB, 4% slower than 10 MB (3:42 against 3:33, same output, runs back to back).
+# dropped and the file parsed again when its rules run (a LibCST tree takes ~22x its text, its
+# index ~8x more). The largest files are lowered first and keep theirs (engine._lower_all). On
+# torch's source (46 MB) with --jobs 1: 16 MB kept in file order peaked at 1.9 GiB, 10 MB of the
+# largest at 1.04 GiB, in about two thirds of the time (huge files were no longer parsed again on
+# a full heap); 8 MB at 999 MiB, 4% slower than 10 MB (3:42 against 3:33, same output).
 TREE_BUDGET = 8_000_000
 # The same for all the processes of a sharded run (shards/) together, each keeping its part.
-# On torch's source (46 MB) with two processes, 20 MB each peaked at 1.3-1.9 GiB before the IR
-# was compact, kept trees dropped their index and messages went in pieces; then 20 MB each
-# peaked at 1,079 MiB, 13 MB at 937 MiB (parsing 680 files more, 20% more CPU time), 18 MB at
-# 918 MiB once indexes built again for summaries and program rules were dropped again.
+# On torch's source with two processes (20 MB each) and every kept tree's index held, the
+# largest process peaked at 1,045-1,069 MiB; 18 MB each with no kept index, at 915-923 MiB but
+# 15-20% slower (more parses, every index built twice); INDEXED_SHARE below gave 981-1,002 MiB.
 SHARDED_TREE_BUDGET = 40_000_000
-# The share of that budget (the first trees kept) whose trees keep their index until their rules
-# run; the rest drop it (ProjectModule.drop_index) and build it again then, about a tenth of a
-# parse.
+# The share of a budget (the first trees kept) whose trees keep their index until their rules
+# run; the rest drop it (ProjectModule.drop_index) and build it again then, in about a sixth
+# of a parse's time. On torch's source (two processes): the main process held 938-949 MiB
+# after lowering with every index kept, 805-814 MiB with 0.35 of them; 0.35 and 0.5 gave the
+# same peak (it comes later, in the program rules), so the cheaper one.
 INDEXED_SHARE = 0.5
 # Trees parsed again only to summarise a module (project/summaries.py), kept for the next ask.
 SUMMARISED_TREES = 32

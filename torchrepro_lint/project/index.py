@@ -118,7 +118,7 @@ class ProjectModule:
     def drop_index(self) -> None:
         """Keep the tree, forget its index (and what was derived from it): a tree kept for later
         rules is held with about a fifth less memory (77 of 347 MB for 9.3 MB of torch's
-        source), and its index is built again from the same nodes on first use (about a tenth
+        source), and its index is built again from the same nodes on first use (about a sixth
         of the time of a parse). The IR's node table stays: it points into the same tree."""
         if self._index is not None:
             self._index.forget_derived()
