@@ -35,8 +35,8 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.pipeline.read_values import ReadValues
 from torchrepro_lint.rules.base import any_may_fire
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
-from torchrepro_lint.project import summaries
+from torchrepro_lint.project.index import IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project import ir, summaries
 from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.pipeline.source import PARSES, SourceFile
 
@@ -113,6 +113,7 @@ class LoweredStore:
         self.cache = cache
         self.ir_digests: dict = {}  # resolved path -> digest of its IR
         self._text_digests: dict = {}
+        self._part_digests: dict = {}  # (path, kind, function) -> (module IR, digest of that part)
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
         self._pinned: set = set()  # paths of modules whose rules are running (never dropped)
@@ -183,6 +184,7 @@ class LoweredStore:
         self.reads = ReadValues()  # (the values hold modules, which hold this store)
         self.cache = None  # (the language server's cache holds modules, which hold this store)
         self._summaries.clear()
+        self._part_digests.clear()
         self._summarised.clear()
         self._program_digests.clear()
         self._programs_seen.clear()
@@ -237,6 +239,20 @@ class LoweredStore:
             self._program_digests[id(program)] = found
             self._programs_seen.append(program)  # keeps the id from being reused
         return found
+
+    def ir_part_digest(self, module: ProjectModule, kind: str, function: str | None) -> str:
+        """A digest of one part of a module's IR (index.IR_TOP, IR_FUNCTION): what a read of
+        that part alone is checked against."""
+        module_ir = module._ir
+        key = (module.path, kind, function)
+        found = self._part_digests.get(key)
+        if found is None or found[0] is not module_ir:
+            if kind == IR_TOP:
+                part = (module_ir.top, ir.ModuleTable.of(module_ir).parts())
+            else:
+                part = module_ir.functions.get(function)
+            found = self._part_digests[key] = (module_ir, structural_digest((kind, part)))
+        return found[1]
 
     def text_digest(self, module: ProjectModule) -> str:
         found = self._text_digests.get(module.path)
@@ -329,8 +345,8 @@ class Digests:
             return values.missing(read, values.basis(self.project), lambda: digest([self._missing(key) for key in path]))
         if kind in ("reported", "display"):  # only modules of the project: never loaded for this
             module = self.project.modules.get(path)
-        elif kind == "summary" or kind in ("ir", "content"):
-            module_path = path[0] if kind == "summary" else path
+        elif kind in ("summary", "ir", "content", IR_TOP, IR_FUNCTION, IR_FUNCTIONS):
+            module_path = path[0] if kind in ("summary", IR_FUNCTION, IR_FUNCTIONS) else path
             module = self.project.modules.get(module_path) or self.project.load_path(module_path)
         else:
             return None  # a read of an older format: never matches
@@ -347,6 +363,10 @@ class Digests:
             return digest(canonical(summaries.current(module, summary_kind, argument)))
         if kind == "ir":
             return self.store.ir_digests.get(module.path)
+        if kind in (IR_TOP, IR_FUNCTION):
+            return self.store.ir_part_digest(module, kind, path[1] if kind == IR_FUNCTION else None)
+        if kind == IR_FUNCTIONS:
+            return digest([self.store.ir_part_digest(module, IR_FUNCTION, name) for name in path[1]])
         return self.store.text_digest(module)
 
     def _programs_digest(self, path) -> str:
@@ -373,6 +393,14 @@ class Digests:
         missing = tuple(sorted(key for kind, key in reads if kind == "missing"))
         if missing:
             reads = [read for read in reads if read[0] != "missing"] + [(MISSING_IMPORTS, missing)]
+        # The functions read of one module, likewise (IR_FUNCTIONS: a program reads hundreds)
+        functions: dict = {}
+        for kind, key in reads:
+            if kind == IR_FUNCTION:
+                functions.setdefault(key[0], []).append(key[1])
+        if functions:
+            reads = [read for read in reads if read[0] != IR_FUNCTION]
+            reads += [(IR_FUNCTIONS, (path, tuple(sorted(names)))) for path, names in functions.items()]
         return sorted((read, self.of(read)) for read in reads)
 
 

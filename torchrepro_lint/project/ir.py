@@ -205,3 +205,25 @@ class ModuleIR:
     aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> qualified name
     imported_modules: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every import, any depth
     has_top_level_work: bool = False
+
+
+@dataclass(frozen=True)
+class ModuleTable:
+    """What a module's IR names, without the statements that run: the names of its functions,
+    its classes, what its names alias, its imports, its `__main__` guard. Read apart from the
+    rest (ProjectModule.table): resolving a name in a module does not depend on its bodies."""
+
+    functions: object  # the names of the module's functions (a view of ModuleIR.functions)
+    classes: dict[str, ClassIR]
+    aliases: dict[str, str]
+    imported_modules: tuple[tuple[str, tuple[str, ...]], ...]
+    main_guard: int | None
+    has_top_level_work: bool
+
+    @classmethod
+    def of(cls, module: ModuleIR) -> ModuleTable:
+        return cls(module.functions.keys(), module.classes, module.aliases, module.imported_modules, module.main_guard, module.has_top_level_work)
+
+    def parts(self) -> tuple:
+        """Its content, for a digest (no views, no sets)."""
+        return (tuple(self.functions), self.classes, self.aliases, self.imported_modules, self.main_guard, self.has_top_level_work)

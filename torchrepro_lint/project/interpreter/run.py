@@ -7,6 +7,8 @@ it takes without a walk.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
@@ -64,7 +66,7 @@ class Interpreter:
         self.as_main = as_main
         self.imported.add(id(self.entry))
         self.facts.modules.add(self.entry.path)
-        states, returned = self.block(self.entry.ir.top, [PathState()], frame)
+        states, returned = self.block(self.entry.top, [PathState()], frame)
         states += returned
         if function is not None:
             symbol = self.project.resolve("@." + function, self.entry)
@@ -332,6 +334,18 @@ class Interpreter:
         self.effectful_memo[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.function.body)
         return self.effectful_memo[key]
 
+    @contextmanager
+    def fresh_effectful(self):
+        """`effectful` from no memo (each answer found again, its reads made), for an answer kept
+        beyond this program (inert_import); what it finds is added to the memo after."""
+        kept, self.effectful_memo = self.effectful_memo, {}
+        try:
+            yield
+        finally:
+            found, self.effectful_memo = self.effectful_memo, kept
+            for key, value in found.items():
+                kept.setdefault(key, value)
+
     def _stmt_effectful(self, statement, module: ProjectModule, depth: int) -> bool:
         if isinstance(statement, ir.Branch):
             return any(self._stmt_effectful(s, module, depth) for s in (*statement.then, *statement.orelse))
@@ -356,10 +370,9 @@ class Interpreter:
                 lookups.add(id(module))
             if id(module) in self.imported:
                 continue
-            inert = inert_import(self.project, module, self.effectful) if len(self.stack) < MAX_DEPTH else None
+            inert = inert_import(self.project, module, self.effectful, self.fresh_effectful) if len(self.stack) < MAX_DEPTH else None
             if inert is not None:  # nothing to walk: only what it brings in and the helpers it calls
-                for brought in inert.modules:
-                    brought.ir  # recorded as read: the cached program depends on it staying inert
+                for brought in inert.modules:  # (what deciding it read is recorded: inert_import)
                     if lookups is not None:
                         lookups.add(id(brought))
                     if id(brought) not in self.imported:
@@ -385,7 +398,7 @@ class Interpreter:
         of a library's 100 scripts) walk the same modules from the same fresh start: such a walk
         is recorded once and replayed, re-anchored at this program's import statement."""
         if not self._starts_fresh(states):
-            walked, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            walked, returned = self.block(module.top, states, Frame(module, anchor=anchor))
             return walked + returned
         walks = self.project.import_walks.setdefault(id(module), [])
         for walk in walks:
@@ -426,7 +439,7 @@ class Interpreter:
         child.imported.add(id(symbol.module))
         # The child re-imports the target's module, not as `__main__` (as_main stays False: its
         # guards do not run), then calls the target.
-        start, _ = child.block(symbol.module.ir.top, [PathState()], child_frame)
+        start, _ = child.block(symbol.module.top, [PathState()], child_frame)
         final = child.invoke(symbol, (), (), start, child_frame, ref=None)
         child.facts.final_states.extend(final)
         child.run_callbacks()
