@@ -551,3 +551,47 @@ def test_a_kept_inert_import_answer_counts_what_it_read_for_every_program_that_t
         assert _interpreted(session) == 2
         seen.append(sorted(f.code for script in scripts for f in found.get(script, [])))
     assert seen == [[], ["TRP101", "TRP101"]]
+
+
+LIB_IN_ORDER = """import torch
+
+
+def early():
+    return 0
+
+
+def seed_all():
+    torch.manual_seed(0)
+
+
+def unused():
+    return 1
+
+
+def pure():
+    return 2
+"""
+CALLS_PURE_AND_SEED_ALL = "import torch\nimport lib\n\nlib.pure()\nlib.seed_all()\nx = torch.randn(3)\n"
+
+
+def test_refs_shifted_by_an_edit_above_re_run_the_programs_that_walked_the_function_only(tmp_path: Path):
+    # A statement that makes an occurrence, added in one function, shifts the node refs of every
+    # function after it. A program that only asked whether a function does anything tracked
+    # (`pure`, which does nothing) keeps its facts; one that walked it (`seed_all`: its seed is
+    # an occurrence at a ref) runs again.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
+    lib.write_text(LIB_IN_ORDER)
+    train.write_text(CALLS_PURE_AND_SEED_ALL)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, CALLS_PURE_AND_SEED_ALL)
+    workspace.open(lib, LIB_IN_ORDER)
+    session.analyse()
+    shift_pure = LIB_IN_ORDER.replace("    return 1\n", "    return torch.randn(2)\n")
+    shift_both = shift_pure.replace("    return 0\n", "    return torch.randn(2)\n")
+    for text, interpreted in ((shift_pure, 0), (shift_both, 1), (LIB_IN_ORDER, 1)):
+        session.buffers[lib] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        assert _interpreted(session) == interpreted
+        assert found.get(train, []) == []

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Callable
 
 from torchrepro_lint.analysis.text_memo import contains
-from torchrepro_lint.project.index import IR_FUNCTION, IR_FUNCTIONS, IR_TOP
+from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP
 
 
 class ModuleSet:
@@ -40,10 +40,10 @@ class ModuleSet:
         self.absent = absent  # the server's set of files known missing (None in the CLI)
 
 
-# Reads whose value depends on one module alone (staging.Digests); of those, the ones keyed by
-# (module path, what of it)
-MODULE_READS = frozenset({"ir", "content", "reported", "display", "summary", IR_TOP, IR_FUNCTION, IR_FUNCTIONS})
-_KEYED_READS = frozenset({"summary", IR_FUNCTION, IR_FUNCTIONS})
+# Reads whose value depends on one module alone (staging.Digests), and of those the ones keyed
+# by (module path, what of it)
+_KEYED_READS = frozenset({"summary", IR_FUNCTION, IR_FUNCTIONS, IR_CODE, IR_CODES})
+MODULE_READS = frozenset({"ir", "content", "reported", "display", IR_TOP}) | _KEYED_READS
 
 
 def _module_path(read):

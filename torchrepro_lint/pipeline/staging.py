@@ -35,7 +35,7 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.pipeline.read_values import ReadValues
 from torchrepro_lint.rules.base import any_may_fire
-from torchrepro_lint.project.index import IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import ir, summaries
 from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.pipeline.source import PARSES, SourceFile
@@ -241,8 +241,8 @@ class LoweredStore:
         return found
 
     def ir_part_digest(self, module: ProjectModule, kind: str, function: str | None) -> str:
-        """A digest of one part of a module's IR (index.IR_TOP, IR_FUNCTION): what a read of
-        that part alone is checked against."""
+        """A digest of one part of a module's IR (index.IR_TOP, IR_FUNCTION, IR_CODE): what a
+        read of that part alone is checked against."""
         module_ir = module._ir
         key = (module.path, kind, function)
         found = self._part_digests.get(key)
@@ -251,6 +251,8 @@ class LoweredStore:
                 part = (module_ir.top, ir.ModuleTable.of(module_ir).parts())
             else:
                 part = module_ir.functions.get(function)
+                if kind == IR_CODE and part is not None:
+                    part = ir.without_refs(part)
             found = self._part_digests[key] = (module_ir, structural_digest((kind, part)))
         return found[1]
 
@@ -322,6 +324,9 @@ class TreeBudget:
 
 
 MISSING_IMPORTS = "missing imports"
+_GROUPED = {IR_FUNCTIONS: IR_FUNCTION, IR_CODES: IR_CODE}  # a read of several functions -> of one
+_GROUP_OF = {one: several for several, one in _GROUPED.items()}
+_FUNCTION_READS = frozenset({IR_FUNCTION, IR_CODE, IR_FUNCTIONS, IR_CODES})  # keyed (path, function or functions)
 
 
 class Digests:
@@ -345,8 +350,8 @@ class Digests:
             return values.missing(read, values.basis(self.project), lambda: digest([self._missing(key) for key in path]))
         if kind in ("reported", "display"):  # only modules of the project: never loaded for this
             module = self.project.modules.get(path)
-        elif kind in ("summary", "ir", "content", IR_TOP, IR_FUNCTION, IR_FUNCTIONS):
-            module_path = path[0] if kind in ("summary", IR_FUNCTION, IR_FUNCTIONS) else path
+        elif kind in ("summary", "ir", "content", IR_TOP) or kind in _FUNCTION_READS:
+            module_path = path[0] if kind == "summary" or kind in _FUNCTION_READS else path
             module = self.project.modules.get(module_path) or self.project.load_path(module_path)
         else:
             return None  # a read of an older format: never matches
@@ -363,10 +368,11 @@ class Digests:
             return digest(canonical(summaries.current(module, summary_kind, argument)))
         if kind == "ir":
             return self.store.ir_digests.get(module.path)
-        if kind in (IR_TOP, IR_FUNCTION):
-            return self.store.ir_part_digest(module, kind, path[1] if kind == IR_FUNCTION else None)
-        if kind == IR_FUNCTIONS:
-            return digest([self.store.ir_part_digest(module, IR_FUNCTION, name) for name in path[1]])
+        if kind in (IR_TOP, IR_FUNCTION, IR_CODE):
+            return self.store.ir_part_digest(module, kind, path[1] if kind != IR_TOP else None)
+        if kind in _GROUPED:
+            one = _GROUPED[kind]
+            return digest([self.store.ir_part_digest(module, one, name) for name in path[1]])
         return self.store.text_digest(module)
 
     def _programs_digest(self, path) -> str:
@@ -393,14 +399,14 @@ class Digests:
         missing = tuple(sorted(key for kind, key in reads if kind == "missing"))
         if missing:
             reads = [read for read in reads if read[0] != "missing"] + [(MISSING_IMPORTS, missing)]
-        # The functions read of one module, likewise (IR_FUNCTIONS: a program reads hundreds)
+        # The functions read of one module, likewise (IR_FUNCTIONS, IR_CODES: a program reads hundreds)
         functions: dict = {}
         for kind, key in reads:
-            if kind == IR_FUNCTION:
-                functions.setdefault(key[0], []).append(key[1])
+            if kind == IR_FUNCTION or kind == IR_CODE:
+                functions.setdefault((kind, key[0]), []).append(key[1])
         if functions:
-            reads = [read for read in reads if read[0] != IR_FUNCTION]
-            reads += [(IR_FUNCTIONS, (path, tuple(sorted(names)))) for path, names in functions.items()]
+            reads = [read for read in reads if read[0] != IR_FUNCTION and read[0] != IR_CODE]
+            reads += [(_GROUP_OF[kind], (path, tuple(sorted(names)))) for (kind, path), names in functions.items()]
         return sorted((read, self.of(read)) for read in reads)
 
 

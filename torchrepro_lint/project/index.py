@@ -30,10 +30,14 @@ _READS: list[set] = []
 
 # Reads of one part of a module's IR: IR_TOP of all but its functions' bodies (running its top
 # level reads its statements, resolving a name in it reads its table: ProjectModule.top, .table),
-# IR_FUNCTION of one function (ProjectModule.function), and IR_FUNCTIONS of several, as cached
-# results keep them (staging.Digests). A program that never ran the function an edit changed
-# keeps its cached facts.
-IR_TOP, IR_FUNCTION, IR_FUNCTIONS = "ir.top", "ir.function", "ir.functions"
+# IR_FUNCTION of one function (ProjectModule.function: a function the program ran), IR_CODE of
+# one function without its node refs (ProjectModule.code: a function the program only asked
+# whether it does anything tracked, where no ref of it can reach the program's facts); and
+# IR_FUNCTIONS, IR_CODES of several of one module, as cached results keep them
+# (staging.Digests). A program that never ran the function an edit changed keeps its cached
+# facts, and so does one that only asked about functions whose refs the edit shifted.
+IR_TOP, IR_FUNCTION, IR_CODE = "ir.top", "ir.function", "ir.code"
+IR_FUNCTIONS, IR_CODES = "ir.functions", "ir.codes"
 
 
 # For each block of _READS: the sets of reads `note_reads` added to it, by id (kept alive).
@@ -43,7 +47,7 @@ _NOTED: list[dict] = []
 @contextmanager
 def record():
     """Collect the (kind, key) of every module part read inside the block: ("ir", path) for a
-    module's lowered summary (or a part of it: IR_TOP, IR_FUNCTION), ("content", path)
+    module's lowered summary (or a part of it: IR_TOP, IR_FUNCTION, IR_CODE), ("content", path)
     for its text or tree, and the reads of `note_read`. A cached result stays valid while every
     part it read is unchanged."""
     reads: set = set()
@@ -141,6 +145,13 @@ class ProjectModule:
             _READS[-1].add((IR_FUNCTION, (self.path, path)))
         return self._ir.functions.get(path)
 
+    def code(self, path: str) -> ir.FunctionIR | None:
+        """The IR of one function, read without its refs (see IR_CODE): for what it does, never
+        for where (no occurrence may be made of a ref of what this returns)."""
+        if _READS:
+            _READS[-1].add((IR_CODE, (self.path, path)))
+        return self._ir.functions.get(path)
+
     @property
     def index(self) -> ModuleIndex:
         if _READS:
@@ -189,6 +200,15 @@ class Symbol:
     @property
     def function(self) -> ir.FunctionIR | None:
         return self.module.function(self.path)
+
+    @property
+    def is_function(self) -> bool:
+        return self.path in self.module.table.functions
+
+    @property
+    def code(self) -> ir.FunctionIR | None:
+        """The function's IR for what it does, not where (ProjectModule.code)."""
+        return self.module.code(self.path)
 
     @property
     def klass(self) -> ir.ClassIR | None:

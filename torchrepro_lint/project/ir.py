@@ -8,7 +8,7 @@ module's node table), so it can be cached and shipped between processes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 
@@ -205,6 +205,23 @@ class ModuleIR:
     aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> qualified name
     imported_modules: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every import, any depth
     has_top_level_work: bool = False
+
+
+def without_refs(function: FunctionIR) -> tuple:
+    """What a function does, without where: its IR with every node ref left out (an edit above
+    it shifts them all)."""
+    return (function.path, function.params, function.defaults, _statements_without_refs(function.body), function.is_method)
+
+
+def _statements_without_refs(statements) -> tuple:
+    out = []
+    for statement in statements:
+        if isinstance(statement, Branch):
+            statement = (statement.cond, _statements_without_refs(statement.then), _statements_without_refs(statement.orelse))
+        elif hasattr(statement, "ref"):
+            statement = replace(statement, ref=0)
+        out.append(statement)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

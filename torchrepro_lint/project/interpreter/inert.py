@@ -125,7 +125,7 @@ def _inert_call(project, module, call: ir.Call, instances, functions: set, effec
     symbol = project.resolve(call.target, module)
     if symbol is not None and symbol.klass is not None:
         symbol = project.method(symbol, "__init__")
-    elif symbol is not None and symbol.function is None:
+    elif symbol is not None and not symbol.is_function:
         symbol = None
     if symbol is None:
         return True  # nothing of the project's runs

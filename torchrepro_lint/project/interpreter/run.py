@@ -70,7 +70,7 @@ class Interpreter:
         states += returned
         if function is not None:
             symbol = self.project.resolve("@." + function, self.entry)
-            if symbol is not None and symbol.function is not None:
+            if symbol is not None and symbol.is_function:
                 states = self.invoke(symbol, (), (), states, frame, ref=symbol.function.ref)
         self.facts.final_states.extend(states)
         self.run_callbacks()
@@ -137,7 +137,7 @@ class Interpreter:
             return states, []
         if isinstance(statement, ir.FunctionRef):
             symbol = self.project.resolve(statement.target, frame.module)
-            if symbol is not None and symbol.function is not None:
+            if symbol is not None and symbol.is_function:
                 self.callbacks.setdefault((id(symbol.module), symbol.path), symbol)
             return states, []
         return states, []
@@ -246,9 +246,9 @@ class Interpreter:
         """(symbol, self class, whether the first parameter is bound) or None."""
         if call.target is not None:
             symbol = self.project.resolve(call.target, frame.module)
-            if symbol is None or (symbol.function is None and symbol.klass is None):
+            if symbol is None or (not symbol.is_function and symbol.klass is None):
                 return None
-            bound = symbol.function is not None and symbol.function.is_method and frame.self_class is not None
+            bound = symbol.is_function and symbol.code.is_method and frame.self_class is not None
             return symbol, frame.self_class if bound else None, False
         if call.receiver == "self" and frame.self_class is not None:
             method = self.project.method(frame.self_class, call.method)
@@ -296,13 +296,13 @@ class Interpreter:
 
     def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False, stored=None):
         """`stored`: what the program stored on the object a method runs for (`self.<name>`)."""
-        function = symbol.function
         key = (id(symbol.module), symbol.path)
-        if function is None or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
+        if not symbol.is_function or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
             return states
         self.facts.functions.add((symbol.module.path, symbol.path))
         if not self.effectful(symbol):
             return states
+        function = symbol.function  # (walked: its refs may reach the facts)
         params = function.params[1:] if skip_first and function.params else function.params
         env = dict(function.defaults)
         env.update(stored or {})
@@ -331,7 +331,7 @@ class Interpreter:
         if depth >= MAX_DEPTH:
             return True  # a call chain too long to look down: walk it (invoke has the same bound)
         self.effectful_memo[key] = True  # optimistic while recursing
-        self.effectful_memo[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.function.body)
+        self.effectful_memo[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.code.body)
         return self.effectful_memo[key]
 
     @contextmanager
@@ -360,7 +360,7 @@ class Interpreter:
                 if init is None:
                     return self.seeding_base(target) is not None
                 return self.effectful(init, depth)
-            return target.function is not None and self.effectful(target, depth)
+            return target.is_function and self.effectful(target, depth)
         return not isinstance(statement, (ir.Assign, ir.Return))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
@@ -425,7 +425,7 @@ class Interpreter:
         if statement.needs_spawn_method and not any(s.spawn_method for s in states):
             return
         symbol = self.project.resolve(statement.target, frame.module)
-        if symbol is None or symbol.function is None:
+        if symbol is None or not symbol.is_function:
             return
         key = (id(symbol.module), symbol.path)
         if key in self.spawned:
