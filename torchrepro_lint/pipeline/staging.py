@@ -113,7 +113,11 @@ class LoweredStore:
         self.cache = cache
         self.ir_digests: dict = {}  # resolved path -> digest of its IR
         self._text_digests: dict = {}
-        self._part_digests: dict = {}  # (path, kind, function) -> (module IR, digest of that part)
+        # (digest of a module's IR, kind, function) -> digest of that part; a cache that lives
+        # across runs keeps them (an edit that leaves a module's IR as it was digests nothing)
+        self._part_digests: dict = getattr(cache, "ir_part_digests", None)
+        if self._part_digests is None:
+            self._part_digests = {}
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
         self._pinned: set = set()  # paths of modules whose rules are running (never dropped)
@@ -184,7 +188,7 @@ class LoweredStore:
         self.reads = ReadValues()  # (the values hold modules, which hold this store)
         self.cache = None  # (the language server's cache holds modules, which hold this store)
         self._summaries.clear()
-        self._part_digests.clear()
+        self._part_digests = {}
         self._summarised.clear()
         self._program_digests.clear()
         self._programs_seen.clear()
@@ -244,16 +248,18 @@ class LoweredStore:
         """A digest of one part of a module's IR (index.IR_TOP, IR_FUNCTION, IR_CODE): what a
         read of that part alone is checked against."""
         module_ir = module._ir
-        key = (module.path, kind, function)
+        whole = self.ir_digests.get(module.path)
+        key = (whole, kind, function) if whole is not None else (id(module_ir), kind, function)
         found = self._part_digests.get(key)
-        if found is None or found[0] is not module_ir:
+        if found is None or found[0] is not module_ir and whole is None:
             if kind == IR_TOP:
                 part = (module_ir.top, ir.ModuleTable.of(module_ir).parts())
             else:
                 part = module_ir.functions.get(function)
                 if kind == IR_CODE and part is not None:
                     part = ir.without_refs(part)
-            found = self._part_digests[key] = (module_ir, structural_digest((kind, part)))
+            # (the IR is kept while keyed by its id: ids are not reused while it lives)
+            found = self._part_digests[key] = (module_ir if whole is None else None, structural_digest((kind, part)))
         return found[1]
 
     def text_digest(self, module: ProjectModule) -> str:
