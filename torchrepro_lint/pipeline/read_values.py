@@ -186,13 +186,16 @@ class ReadValues:
         if before is None:
             return False
         dirty = self._dirty_paths(now)
+        same_files = None  # (one answer for all its "missing" reads: a recording has hundreds)
         for read in reads:
             kind = read[0]
             if kind in MODULE_READS:
                 if _module_path(read) in dirty:
                     return False
             elif kind == "missing":
-                if not self._same_files(before, now):
+                if same_files is None:
+                    same_files = self._same_files(before, now)
+                if not same_files:
                     return False
             elif kind != "mentions" or not self._same_mentions(before, now, read[1]):
                 return False
