@@ -10,9 +10,12 @@ server's cache goes there and nothing is written to yours.
 For each file: open it, wait for its first diagnostics (the first analyses the whole project,
 cold), make `--warmup` edits, then `--edits` timed edits. An edit inserts a line at the end of
 the file (`--kind comment`: `# edit N`, the text changes but not the program; `--kind code`:
-`edit_N = N`, a new assignment, so the module's IR changes and its programs re-run); `--where
-middle` inserts them, indented as it is, before the simple statement nearest the file's middle
-(usually inside a function) instead of at the end.
+`edit_N = N`, a new assignment, which nothing reads, so the IR stays the same (lowering.live);
+`--kind draw`: `edit_N = torch.randn(N)`, a draw the program model tracks, for a file that
+imports torch: the module's IR changes, the refs after the line shift, and the programs that ran
+what changed run again); `--where middle` inserts them, indented as it is, before the simple
+statement nearest the file's middle (usually inside a function; in timm's resnet.py, at the top
+level; `--where function`: of those inside a function) instead of at the end.
 Prints median and p90 in milliseconds per file, the server's peak RSS (VmHWM) and its RSS after
 the edits (VmRSS), and the load
 average before and after (the timings are wall-clock: a busy machine inflates them).
@@ -89,17 +92,23 @@ def copy_project(source: Path, target: Path) -> None:
             shutil.copy2(path, target / relative)
 
 
-def middle_statement(text: str) -> tuple[int, str]:
+def middle_statement(text: str, in_function: bool = False) -> tuple[int, str]:
     """(0-based line, indentation) of the simple statement nearest the middle of the file that
-    starts its line: a line inserted before it, as indented, is a statement of the same block."""
+    starts its line (`in_function`: of those inside a function): a line inserted before it, as
+    indented, is a statement of the same block."""
     lines = text.split("\n")
     simple = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
+    tree = ast.parse(text)
+    scopes = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))] if in_function else [tree]
     candidates = [
-        node for node in ast.walk(ast.parse(text))
+        node for scope in scopes for node in ast.walk(scope)
         if isinstance(node, simple) and not lines[node.lineno - 1][: node.col_offset].strip()
     ]
     chosen = min(candidates, key=lambda node: (abs(node.lineno - len(lines) / 2), node.lineno))
     return chosen.lineno - 1, lines[chosen.lineno - 1][: chosen.col_offset]
+
+
+INSERTED = {"comment": "# edit {number}", "code": "edit_{number} = {number}", "draw": "edit_{number} = torch.randn({number})"}
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -113,9 +122,9 @@ def main() -> int:
     parser.add_argument("files", nargs="+", help="files to edit, relative to the repository")
     parser.add_argument("--edits", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--kind", choices=("comment", "code"), default="comment")
-    parser.add_argument("--where", choices=("end", "middle"), default="end",
-                        help="insert at the end of the file, or before a simple statement in its middle (inside a function)")
+    parser.add_argument("--kind", choices=("comment", "code", "draw"), default="comment")
+    parser.add_argument("--where", choices=("end", "middle", "function"), default="end",
+                        help="insert at the end of the file, or before a simple statement in its middle (function: inside a function)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -135,11 +144,11 @@ def main() -> int:
             client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
             client.wait_for_diagnostics(uri, 1)
             opened = time.perf_counter() - started
-            line, indent = (len(text.split("\n")) - 1, "") if args.where == "end" else middle_statement(text)
+            line, indent = (len(text.split("\n")) - 1, "") if args.where == "end" else middle_statement(text, args.where == "function")
             timings = []
             for number in range(args.warmup + args.edits):
                 version = number + 2
-                inserted = indent + (f"# edit {number}\n" if args.kind == "comment" else f"edit_{number} = {number}\n")
+                inserted = indent + INSERTED[args.kind].format(number=number) + "\n"
                 change = {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": inserted}
                 started = time.perf_counter()
                 client.send({"method": "textDocument/didChange", "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})

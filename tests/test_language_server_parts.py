@@ -467,3 +467,131 @@ def test_a_comment_typed_above_a_finding_keeps_the_ir_and_moves_the_finding(tmp_
     quoted = [f.message for fs in after.values() for f in fs if "train.py:" in f.message]
     assert quoted and all("train.py:11" in message for message in quoted)  # was line 10
     assert before != after
+
+
+SEEDING_LIB = """import torch
+
+
+def seed_all():
+    enabled = True
+    if enabled:
+        torch.manual_seed(0)
+
+
+def unused():
+    return 1
+"""
+CALLS_SEED_ALL = "import torch\nimport lib\n\nlib.seed_all()\nx = torch.randn(3)\n"
+
+
+def _interpreted(session) -> int:
+    """How many programs the last analysis interpreted (the others' facts were still valid)."""
+    return session.last.statistics.programs_resolved
+
+
+def test_an_edit_in_a_function_re_runs_only_the_programs_that_ran_it(tmp_path: Path):
+    # A program's facts are kept while the parts of the IR its run read are unchanged: the
+    # function it called, the top levels it ran. An edit in a function it never calls, or an
+    # assignment nothing reads, leaves them; an edit in the function it calls does not.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
+    lib.write_text(SEEDING_LIB)
+    train.write_text(CALLS_SEED_ALL)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, CALLS_SEED_ALL)
+    workspace.open(lib, SEEDING_LIB)
+    session.analyse()
+    assert _interpreted(session) == 1
+    steps = [
+        (lib, SEEDING_LIB.replace("    return 1\n", "    torch.manual_seed(1)\n    return torch.randn(2)\n"), 0),
+        (lib, SEEDING_LIB.replace("    enabled = True\n", "    total = 0\n    enabled = True\n"), 0),  # read by nothing
+        (train, CALLS_SEED_ALL + "y = 2\n", 0),
+        (lib, SEEDING_LIB.replace("enabled = True", "enabled = False"), 1),  # now unseeded: TRP101
+        (lib, SEEDING_LIB.replace("        torch.manual_seed(0)\n", "        pass\n"), 1),
+        (lib, SEEDING_LIB, 1),
+    ]
+    seen = []
+    for path, text, interpreted in steps:
+        session.buffers[path] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        assert _interpreted(session) == interpreted, text
+        seen.append([f.code for f in found.get(train, [])])
+    assert seen == [[], [], [], ["TRP101"], ["TRP101"], []]
+
+
+REGISTERS = "import helpers\n\nhelpers.register()\n"
+DRAWS_AFTER_IMPORT = "import torch\nimport lib\n\nx = torch.randn(3)\n"
+CALLS_IT_FIRST = "import torch\nimport helpers\n\nhelpers.register()\nimport lib\n\nx = torch.randn(3)\n"
+
+
+def test_a_kept_inert_import_answer_counts_what_it_read_for_every_program_that_takes_it(tmp_path: Path):
+    # Importing lib.py is inert (its top level calls a helper that does nothing tracked): found
+    # once in a run, for a.py, and taken by b.py. When the helper starts seeding, both programs
+    # must run again, though b.py's run never looked at the helper's body itself (and a.py had
+    # looked at it, and the function it calls, before it asked about lib.py).
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    helpers, lib = (tmp_path / "helpers.py").resolve(), (tmp_path / "lib.py").resolve()
+    scripts = [(tmp_path / name).resolve() for name in ("a.py", "b.py")]
+    plain = "import torch\n\n\ndef register():\n    setup()\n\n\ndef setup():\n    return 1\n"
+    helpers.write_text(plain)
+    lib.write_text(REGISTERS)
+    for script, text in zip(scripts, (CALLS_IT_FIRST, DRAWS_AFTER_IMPORT)):
+        script.write_text(text)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(scripts[0], CALLS_IT_FIRST)
+    workspace.open(helpers, plain)
+    session.analyse()
+    assert _interpreted(session) == 2
+    seen = []
+    for text in (plain.replace("return 1", "torch.manual_seed(0)"), plain):
+        session.buffers[helpers] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        assert _interpreted(session) == 2
+        seen.append(sorted(f.code for script in scripts for f in found.get(script, [])))
+    assert seen == [[], ["TRP101", "TRP101"]]
+
+
+LIB_IN_ORDER = """import torch
+
+
+def early():
+    return 0
+
+
+def seed_all():
+    torch.manual_seed(0)
+
+
+def unused():
+    return 1
+
+
+def pure():
+    return 2
+"""
+CALLS_PURE_AND_SEED_ALL = "import torch\nimport lib\n\nlib.pure()\nlib.seed_all()\nx = torch.randn(3)\n"
+
+
+def test_refs_shifted_by_an_edit_above_re_run_the_programs_that_walked_the_function_only(tmp_path: Path):
+    # A statement that makes an occurrence, added in one function, shifts the node refs of every
+    # function after it. A program that only asked whether a function does anything tracked
+    # (`pure`, which does nothing) keeps its facts; one that walked it (`seed_all`: its seed is
+    # an occurrence at a ref) runs again.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
+    lib.write_text(LIB_IN_ORDER)
+    train.write_text(CALLS_PURE_AND_SEED_ALL)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, CALLS_PURE_AND_SEED_ALL)
+    workspace.open(lib, LIB_IN_ORDER)
+    session.analyse()
+    shift_pure = LIB_IN_ORDER.replace("    return 1\n", "    return torch.randn(2)\n")
+    shift_both = shift_pure.replace("    return 0\n", "    return torch.randn(2)\n")
+    for text, interpreted in ((shift_pure, 0), (shift_both, 1), (LIB_IN_ORDER, 1)):
+        session.buffers[lib] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        assert _interpreted(session) == interpreted
+        assert found.get(train, []) == []

@@ -6,7 +6,8 @@ Each entry is keyed by a hash of everything its value was computed from:
 - "module": the per-file rules' findings in one file and what they read of the rest of the
   project (other modules' IR or text, the facts of the programs reaching it); reused while
   every one of those reads is unchanged;
-- "program": one program's facts and the modules its run read;
+- "program": one program's facts and what its run read of the modules (their top levels and
+  the functions it ran: index.IR_TOP, IR_FUNCTION);
 - "programs": the program rules' findings, by the facts of every program;
 - "run": a whole result by every file's text, so an unchanged tree is replayed without parsing
   (or importing LibCST).
@@ -29,10 +30,11 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 7  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+FORMAT = 8  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
 # 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
-# 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules)
-# 7: IR classes pickled as their constructor arguments (ir._compact)
+# 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
+# 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
+# reads are not lowered (lowering.live), reads of IR parts
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

@@ -7,7 +7,8 @@ exist. The language server runs the engine on every edit and checked about 6,400
 time, most of them the same (70 ms of an edit on pytorch-image-models). Here a value is kept
 with its basis, and given again while the basis is the same:
 
-- a read of one module (its IR, text, display path, a summary of it): the module object. The
+- a read of one module (its IR or a part of it, text, display path, a summary of it): the
+  module object. The
   server's runs share a module object while its text, place and IR are the same
   (ProjectIndex.reusable), so an edit leaves every other module's values valid.
 - `mentions` of a word: the project's modules (a ModuleSet); after an edit, only the modules
@@ -27,6 +28,7 @@ from __future__ import annotations
 from typing import Callable
 
 from torchrepro_lint.analysis.text_memo import contains
+from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP
 
 
 class ModuleSet:
@@ -38,12 +40,14 @@ class ModuleSet:
         self.absent = absent  # the server's set of files known missing (None in the CLI)
 
 
-# Reads whose value depends on one module alone (staging.Digests)
-MODULE_READS = frozenset({"ir", "content", "reported", "display", "summary"})
+# Reads whose value depends on one module alone (staging.Digests), and of those the ones keyed
+# by (module path, what of it)
+_KEYED_READS = frozenset({"summary", IR_FUNCTION, IR_FUNCTIONS, IR_CODE, IR_CODES})
+MODULE_READS = frozenset({"ir", "content", "reported", "display", IR_TOP}) | _KEYED_READS
 
 
 def _module_path(read):
-    return read[1][0] if read[0] == "summary" else read[1]
+    return read[1][0] if read[0] in _KEYED_READS else read[1]
 
 
 class ReadValues:
@@ -182,13 +186,16 @@ class ReadValues:
         if before is None:
             return False
         dirty = self._dirty_paths(now)
+        same_files = None  # (one answer for all its "missing" reads: a recording has hundreds)
         for read in reads:
             kind = read[0]
             if kind in MODULE_READS:
                 if _module_path(read) in dirty:
                     return False
             elif kind == "missing":
-                if not self._same_files(before, now):
+                if same_files is None:
+                    same_files = self._same_files(before, now)
+                if not same_files:
                     return False
             elif kind != "mentions" or not self._same_mentions(before, now, read[1]):
                 return False

@@ -35,8 +35,8 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.pipeline.read_values import ReadValues
 from torchrepro_lint.rules.base import any_may_fire
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity, record
-from torchrepro_lint.project import summaries
+from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project import ir, summaries
 from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.pipeline.source import PARSES, SourceFile
 
@@ -125,6 +125,11 @@ class LoweredStore:
         self.cache = cache
         self.ir_digests: dict = {}  # resolved path -> digest of its IR
         self._text_digests: dict = {}
+        # (digest of a module's IR, kind, function) -> digest of that part; a cache that lives
+        # across runs keeps them (an edit that leaves a module's IR as it was digests nothing)
+        self._part_digests: dict = getattr(cache, "ir_part_digests", None)
+        if self._part_digests is None:
+            self._part_digests = {}
         self._summaries: dict = {}  # (path, kind, argument) -> summary
         self._summarised: dict = {}  # path -> module, oldest first
         self._indexed: dict = {}  # path -> kept module indexed again for summaries, oldest first
@@ -196,6 +201,7 @@ class LoweredStore:
         self.reads = ReadValues()  # (the values hold modules, which hold this store)
         self.cache = None  # (the language server's cache holds modules, which hold this store)
         self._summaries.clear()
+        self._part_digests = {}
         self._summarised.clear()
         self._indexed.clear()
         self._program_digests.clear()
@@ -265,6 +271,24 @@ class LoweredStore:
             self._program_digests[id(program)] = found
             self._programs_seen.append(program)  # keeps the id from being reused
         return found
+
+    def ir_part_digest(self, module: ProjectModule, kind: str, function: str | None) -> str:
+        """A digest of one part of a module's IR (index.IR_TOP, IR_FUNCTION, IR_CODE): what a
+        read of that part alone is checked against."""
+        module_ir = module._ir
+        whole = self.ir_digests.get(module.path)
+        key = (whole, kind, function) if whole is not None else (id(module_ir), kind, function)
+        found = self._part_digests.get(key)
+        if found is None or found[0] is not module_ir and whole is None:
+            if kind == IR_TOP:
+                part = (module_ir.top, ir.ModuleTable.of(module_ir).parts())
+            else:
+                part = module_ir.functions.get(function)
+                if kind == IR_CODE and part is not None:
+                    part = ir.without_refs(part)
+            # (the IR is kept while keyed by its id: ids are not reused while it lives)
+            found = self._part_digests[key] = (module_ir if whole is None else None, structural_digest((kind, part)))
+        return found[1]
 
     def text_digest(self, module: ProjectModule) -> str:
         found = self._text_digests.get(module.path)
@@ -337,6 +361,9 @@ class TreeBudget:
 
 
 MISSING_IMPORTS = "missing imports"
+_GROUPED = {IR_FUNCTIONS: IR_FUNCTION, IR_CODES: IR_CODE}  # a read of several functions -> of one
+_GROUP_OF = {one: several for several, one in _GROUPED.items()}
+_FUNCTION_READS = frozenset({IR_FUNCTION, IR_CODE, IR_FUNCTIONS, IR_CODES})  # keyed (path, function or functions)
 
 
 class Digests:
@@ -360,8 +387,8 @@ class Digests:
             return values.missing(read, values.basis(self.project), lambda: digest([self._missing(key) for key in path]))
         if kind in ("reported", "display"):  # only modules of the project: never loaded for this
             module = self.project.modules.get(path)
-        elif kind == "summary" or kind in ("ir", "content"):
-            module_path = path[0] if kind == "summary" else path
+        elif kind in ("summary", "ir", "content", IR_TOP) or kind in _FUNCTION_READS:
+            module_path = path[0] if kind == "summary" or kind in _FUNCTION_READS else path
             module = self.project.modules.get(module_path) or self.project.load_path(module_path)
         else:
             return None  # a read of an older format: never matches
@@ -378,6 +405,11 @@ class Digests:
             return digest(canonical(summaries.current(module, summary_kind, argument)))
         if kind == "ir":
             return self.store.ir_digests.get(module.path)
+        if kind in (IR_TOP, IR_FUNCTION, IR_CODE):
+            return self.store.ir_part_digest(module, kind, path[1] if kind != IR_TOP else None)
+        if kind in _GROUPED:
+            one = _GROUPED[kind]
+            return digest([self.store.ir_part_digest(module, one, name) for name in path[1]])
         return self.store.text_digest(module)
 
     def _programs_digest(self, path) -> str:
@@ -404,6 +436,14 @@ class Digests:
         missing = tuple(sorted(key for kind, key in reads if kind == "missing"))
         if missing:
             reads = [read for read in reads if read[0] != "missing"] + [(MISSING_IMPORTS, missing)]
+        # The functions read of one module, likewise (IR_FUNCTIONS, IR_CODES: a program reads hundreds)
+        functions: dict = {}
+        for kind, key in reads:
+            if kind == IR_FUNCTION or kind == IR_CODE:
+                functions.setdefault((kind, key[0]), []).append(key[1])
+        if functions:
+            reads = [read for read in reads if read[0] != IR_FUNCTION and read[0] != IR_CODE]
+            reads += [(_GROUP_OF[kind], (path, tuple(sorted(names)))) for (kind, path), names in functions.items()]
         return sorted((read, self.of(read)) for read in reads)
 
 

@@ -28,18 +28,36 @@ from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFil
 # What the code running now reads of each module, for caching its results (see record()).
 _READS: list[set] = []
 
+# Reads of one part of a module's IR: IR_TOP of all but its functions' bodies (running its top
+# level reads its statements, resolving a name in it reads its table: ProjectModule.top, .table),
+# IR_FUNCTION of one function (ProjectModule.function: a function the program ran), IR_CODE of
+# one function without its node refs (ProjectModule.code: a function the program only asked
+# whether it does anything tracked, where no ref of it can reach the program's facts); and
+# IR_FUNCTIONS, IR_CODES of several of one module, as cached results keep them
+# (staging.Digests). A program that never ran the function an edit changed keeps its cached
+# facts, and so does one that only asked about functions whose refs the edit shifted.
+IR_TOP, IR_FUNCTION, IR_CODE = "ir.top", "ir.function", "ir.code"
+IR_FUNCTIONS, IR_CODES = "ir.functions", "ir.codes"
+
+
+# For each block of _READS: the sets of reads `note_reads` added to it, by id (kept alive).
+_NOTED: list[dict] = []
+
 
 @contextmanager
 def record():
     """Collect the (kind, key) of every module part read inside the block: ("ir", path) for a
-    module's lowered summary, ("content", path) for its text or tree, and the reads of
-    `note_read`. A cached result stays valid while every part it read is unchanged."""
+    module's lowered summary (or a part of it: IR_TOP, IR_FUNCTION, IR_CODE), ("content", path)
+    for its text or tree, and the reads of `note_read`. A cached result stays valid while every
+    part it read is unchanged."""
     reads: set = set()
     _READS.append(reads)
+    _NOTED.append({})
     try:
         yield reads
     finally:
         _READS.pop()
+        _NOTED.pop()
 
 
 def note_read(kind: str, key) -> None:
@@ -49,15 +67,28 @@ def note_read(kind: str, key) -> None:
         _READS[-1].add((kind, key))
 
 
+def note_reads(reads) -> None:
+    """Record again the reads made when an answer kept for the run was found (a frozenset, the
+    same object for each taker): each asker's cached results depend on them. Added once per
+    block: the same answer is taken thousands of times in a program."""
+    if _READS:
+        noted = _NOTED[-1]
+        if id(reads) not in noted:
+            noted[id(reads)] = reads
+            _READS[-1].update(reads)
+
+
 @contextmanager
 def unrecorded():
     """Reads inside the block are not recorded: for computing a summary whose own read the
     caller records instead."""
     _READS.append(set())
+    _NOTED.append({})
     try:
         yield
     finally:
         _READS.pop()
+        _NOTED.pop()
 
 
 @dataclass(eq=False)
@@ -77,6 +108,7 @@ class ProjectModule:
     _index: ModuleIndex | None = field(default=None, repr=False)
     _nodes: list | None = field(default=None, repr=False)
     store: object | None = field(default=None, repr=False)  # the project's `lowered` (summaries.py)
+    _table: ir.ModuleTable | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"<module {self.path}>"
@@ -89,6 +121,36 @@ class ProjectModule:
         if _READS:
             _READS[-1].add(("ir", self.path))
         return self._ir
+
+    @property
+    def top(self) -> tuple[ir.Stmt, ...]:
+        """The IR's top-level statements (a read of them alone)."""
+        if _READS:
+            _READS[-1].add((IR_TOP, self.path))
+        return self._ir.top
+
+    @property
+    def table(self) -> ir.ModuleTable:
+        """What the IR names: its functions (not their bodies), classes, aliases, imports (read
+        with the top level: see IR_TOP)."""
+        if _READS:
+            _READS[-1].add((IR_TOP, self.path))
+        if self._table is None:
+            self._table = ir.ModuleTable.of(self._ir)
+        return self._table
+
+    def function(self, path: str) -> ir.FunctionIR | None:
+        """The IR of one function (a read of it alone: of its absence where there is none)."""
+        if _READS:
+            _READS[-1].add((IR_FUNCTION, (self.path, path)))
+        return self._ir.functions.get(path)
+
+    def code(self, path: str) -> ir.FunctionIR | None:
+        """The IR of one function, read without its refs (see IR_CODE): for what it does, never
+        for where (no occurrence may be made of a ref of what this returns)."""
+        if _READS:
+            _READS[-1].add((IR_CODE, (self.path, path)))
+        return self._ir.functions.get(path)
 
     @property
     def index(self) -> ModuleIndex:
@@ -149,11 +211,20 @@ class Symbol:
 
     @property
     def function(self) -> ir.FunctionIR | None:
-        return self.module.ir.functions.get(self.path)
+        return self.module.function(self.path)
+
+    @property
+    def is_function(self) -> bool:
+        return self.path in self.module.table.functions
+
+    @property
+    def code(self) -> ir.FunctionIR | None:
+        """The function's IR for what it does, not where (ProjectModule.code)."""
+        return self.module.code(self.path)
 
     @property
     def klass(self) -> ir.ClassIR | None:
-        return self.module.ir.classes.get(self.path)
+        return self.module.table.classes.get(self.path)
 
 
 @lru_cache(maxsize=4096)
@@ -229,7 +300,7 @@ class ProjectIndex:
     lowered: object | None = None  # a store of IRs by file content: get(source, package), put(...)
     # Resolution is asked hundreds of thousands of times on a large project: remember answers.
     _named: dict[tuple[str, Path], tuple] = field(default_factory=dict, repr=False)
-    _resolved: dict[tuple[str, int], Symbol | None] = field(default_factory=dict, repr=False)
+    _resolved: dict[tuple[str, int], tuple] = field(default_factory=dict, repr=False)  # (Symbol | None, reads)
     _imported: dict[tuple[int, int], tuple] = field(default_factory=dict, repr=False)  # modules_imported
     # module id -> import walks recorded from a program's fresh start; callbacks -> their runs
     # (interpreter/recordings.py). A module added clears them: a recording in progress then
@@ -486,11 +557,17 @@ class ProjectIndex:
         return module
 
     def resolve(self, qualname: str, importer: ProjectModule, depth: int = 0) -> Symbol | None:
-        """What a qualified name, as `importer` sees it, is in the project, if anything."""
+        """What a qualified name, as `importer` sees it, is in the project, if anything. The
+        answer is kept for the run with what finding it read, read again by each asker (one
+        program's cached facts must not miss a read made for another's)."""
         key = (qualname, id(importer))
-        if key not in self._resolved:
-            self._resolved[key] = self._resolve(qualname, importer, depth)
-        return self._resolved[key]
+        found = self._resolved.get(key)
+        if found is None:
+            with record() as reads:
+                symbol = self._resolve(qualname, importer, depth)
+            found = self._resolved[key] = (symbol, frozenset(reads))
+        note_reads(found[1])
+        return found[0]
 
     def _resolve(self, qualname: str, importer: ProjectModule, depth: int) -> Symbol | None:
         if depth > 8:
@@ -505,12 +582,13 @@ class ProjectIndex:
         return None
 
     def _member(self, module: ProjectModule, path: str, depth: int) -> Symbol | None:
-        if not path or path in module.ir.functions or path in module.ir.classes:
+        table = module.table
+        if not path or path in table.functions or path in table.classes:
             return Symbol(module, path)
         head, _, rest = path.partition(".")
-        if head in module.ir.classes:
+        if head in table.classes:
             return Symbol(module, path) if rest else None
-        alias = module.ir.aliases.get(head)
+        alias = table.aliases.get(head)
         if alias is not None:
             return self.resolve(f"{alias}.{rest}" if rest else alias, module, depth + 1)
         if module.path.name == "__init__.py":  # pkg.sub where sub was not imported in __init__
@@ -535,9 +613,10 @@ class ProjectIndex:
             else:
                 return qualname
         head, _, rest = path.partition(".")
-        if not head or head in module.ir.functions or head in module.ir.classes:
+        table = module.table
+        if not head or head in table.functions or head in table.classes:
             return None
-        alias = module.ir.aliases.get(head)
+        alias = table.aliases.get(head)
         if alias is None:
             return None
         return self.external_name(f"{alias}.{rest}" if rest else alias, module, depth + 1)

@@ -10,7 +10,7 @@ Every class is compact (`_compact`): a whole project's IR is held by every proce
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Union
 
@@ -232,3 +232,42 @@ class ModuleIR:
     aliases: dict[str, str] = field(default_factory=dict)  # module-level name -> qualified name
     imported_modules: tuple[tuple[str, tuple[str, ...]], ...] = ()  # every import, any depth
     has_top_level_work: bool = False
+
+
+def without_refs(function: FunctionIR) -> tuple:
+    """What a function does, without where: its IR with every node ref left out (an edit above
+    it shifts them all)."""
+    return (function.path, function.params, function.defaults, _statements_without_refs(function.body), function.is_method)
+
+
+def _statements_without_refs(statements) -> tuple:
+    out = []
+    for statement in statements:
+        if isinstance(statement, Branch):
+            statement = (statement.cond, _statements_without_refs(statement.then), _statements_without_refs(statement.orelse))
+        elif hasattr(statement, "ref"):
+            statement = replace(statement, ref=0)
+        out.append(statement)
+    return tuple(out)
+
+
+@_compact
+class ModuleTable:
+    """What a module's IR names, without the statements that run: the names of its functions,
+    its classes, what its names alias, its imports, its `__main__` guard. Read apart from the
+    rest (ProjectModule.table): resolving a name in a module does not depend on its bodies."""
+
+    functions: object  # the names of the module's functions (a view of ModuleIR.functions)
+    classes: dict[str, ClassIR]
+    aliases: dict[str, str]
+    imported_modules: tuple[tuple[str, tuple[str, ...]], ...]
+    main_guard: int | None
+    has_top_level_work: bool
+
+    @classmethod
+    def of(cls, module: ModuleIR) -> ModuleTable:
+        return cls(module.functions.keys(), module.classes, module.aliases, module.imported_modules, module.main_guard, module.has_top_level_work)
+
+    def parts(self) -> tuple:
+        """Its content, for a digest (no views, no sets)."""
+        return (tuple(self.functions), self.classes, self.aliases, self.imported_modules, self.main_guard, self.has_top_level_work)

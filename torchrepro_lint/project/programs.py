@@ -53,18 +53,18 @@ def program_entries(project: ProjectIndex, console_scripts: dict[str, str] | Non
     entries: list[Entry] = []
     imported = project.imported_by_project()
     for module in project.linted_modules:
-        guard = module.ir.main_guard
+        guard = module.table.main_guard
         if guard is not None or module.is_dunder_main:
             kind = "main-guard" if guard is not None else "dunder-main"
             entries.append(Entry(module, kind, guard, True, imported=module.path in imported))
-        elif module.ir.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
+        elif module.table.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
             if module.path not in imported:
                 entries.append(Entry(module, "script", None, True))
     for target in (console_scripts or {}).values():
         module_name, _, function = target.partition(":")
         module = _module_from_root(project, module_name.strip())
         if module is not None and module.linted and function:
-            symbol = module.ir.functions.get(function.strip())
+            symbol = module.function(function.strip())
             entries.append(Entry(module, "console-script", symbol.ref if symbol else None, False, function.strip()))
     return entries
 

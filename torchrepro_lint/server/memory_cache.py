@@ -31,6 +31,8 @@ class MemoryCache:
         # staging.ProgramRunner gives them again while those modules are the run's.
         self.unpickled: dict[int, tuple] = {}
         self.program_digests: dict[int, tuple] = {}  # id(facts) -> (facts, program shape, digest)
+        # (digest of a module's IR, part) -> (None, digest of the part): staging.LoweredStore
+        self.ir_part_digests: dict[tuple, tuple] = {}
         self.read_values = None  # the last run's pipeline.read_values.ReadValues
 
     def __len__(self) -> int:
@@ -69,3 +71,5 @@ class MemoryCache:
         self.unpickled = {key: found for key, found in self.unpickled.items() if key in live}
         facts = {id(found[1]) for found in self.unpickled.values()}
         self.program_digests = {key: found for key, found in self.program_digests.items() if key in facts}
+        irs = {value[1] for (kind, _), value in self._entries.items() if kind == "ir"}
+        self.ir_part_digests = {key: found for key, found in self.ir_part_digests.items() if key[0] in irs}

@@ -65,6 +65,7 @@ class Lowering(CallLowering):
                 guard = self.ref(statement)  # the program's anchor; every guard runs in place
             top.extend(self.statement(statement))
             work = work or self._is_work(statement)
+        top = live(top)
         functions = {path: self.function(path, node) for path, node in self.index.functions.items()}
         classes = {path: self.klass(path, node) for path, node in self.index.classes.items()}
         aliases = {}
@@ -101,7 +102,8 @@ class Lowering(CallLowering):
                 if isinstance(value, ir.Const):
                     defaults[param.name.value] = value
         parent = path.rpartition(".")[0]
-        return ir.FunctionIR(path, self.ref(node), names, defaults, self.block(node.body.body), parent in self.index.classes)
+        body = live(self.block(node.body.body))
+        return ir.FunctionIR(path, self.ref(node), names, defaults, body, parent in self.index.classes)
 
     def klass(self, path: str, node: cst.ClassDef) -> ir.ClassIR:
         bases = tuple(q for q in (self.index.resolve(arg.value) for arg in node.bases if arg.keyword is None) if q)
@@ -255,6 +257,74 @@ class Lowering(CallLowering):
             return expression_code(self.index.module, expr)
         except RecursionError:
             return f"<expression {id(expr)}>"  # correlates with nothing
+
+
+def live(statements) -> tuple[ir.Stmt, ...]:
+    """A body (a function's, or a module's top level) without the assignments that nothing in
+    it reads. An assignment binds a name in the body's own frame, which only the body's own
+    statements read (a called function starts from its parameters): as a value (ir.Var, the
+    stored attribute an ir.AttributeOnCuda tests), as the object a method is called on, or,
+    for `trainer.device = ...`, handed to the methods called on `trainer`. A line such as
+    `total = 0` then leaves the IR as it was: the programs that run it are not run again for
+    it as it is typed (the language server)."""
+    names: set[str] = set()
+    owners: set[str] = set()
+    _names_read(statements, names, owners)
+    return _without_dead(statements, names, owners)
+
+
+def _names_read(statements, names: set, owners: set) -> None:
+    """The frame's names `statements` read (interpreter/run.py: evaluate, callee, _stored_on,
+    devices.attribute_on_cuda), and the objects whose stored attributes calls hand on."""
+    for statement in statements:
+        if isinstance(statement, ir.Branch):
+            _value_names(statement.cond, names)
+            _names_read(statement.then, names, owners)
+            _names_read(statement.orelse, names, owners)
+        elif isinstance(statement, ir.Effect):
+            _value_names(statement.value, names)
+        elif isinstance(statement, ir.Assign):
+            if not isinstance(statement.value, ir.Instance):
+                _value_names(statement.value, names)
+        elif isinstance(statement, ir.Call):
+            for value in statement.args:
+                _value_names(value, names)
+            for _, value in statement.kwargs:
+                _value_names(value, names)
+            if statement.receiver is not None:
+                names.add(statement.receiver)
+                owners.add("self" if statement.receiver == "super" else statement.receiver)
+
+
+def _value_names(value, names: set) -> None:
+    if isinstance(value, ir.Var):
+        names.add(value.name)
+    elif isinstance(value, (ir.Not, ir.IsNone)):
+        _value_names(value.operand, names)
+    elif isinstance(value, ir.BoolOp):
+        for operand in value.operands:
+            _value_names(operand, names)
+    elif isinstance(value, ir.AttributeOnCuda) and value.owner is not None:
+        names.add(f"{value.owner}.{value.attribute}")
+
+
+def _without_dead(statements, names: set, owners: set) -> tuple[ir.Stmt, ...]:
+    out: list[ir.Stmt] = []
+    for statement in statements:
+        if isinstance(statement, ir.Assign):
+            if statement.name not in names and not _handed_on(statement.name, owners):
+                continue
+        elif isinstance(statement, ir.Branch):
+            then, orelse = _without_dead(statement.then, names, owners), _without_dead(statement.orelse, names, owners)
+            if then != statement.then or orelse != statement.orelse:
+                statement = ir.Branch(statement.cond, then, orelse)
+        out.append(statement)
+    return tuple(out)
+
+
+def _handed_on(name: str, owners: set) -> bool:
+    """Whether a call hands `name` (`a.b`) to a method as `self.b` (interpreter's _stored_on)."""
+    return any(name.startswith(owner + ".") for owner in owners)
 
 
 def _subscript_string(node: cst.Subscript) -> str | None:

@@ -9,21 +9,38 @@ and `a.b`).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.index import ProjectIndex, ProjectModule, note_reads, record
 
 
-def inert_import(project: ProjectIndex, module: ProjectModule, effectful) -> Inert | None:
+def inert_import(project: ProjectIndex, module: ProjectModule, effectful, scratch=nullcontext) -> Inert | None:
     """What importing `module` brings in, when running its top level (and that of every module
     it imports) does nothing the interpreter tracks: definitions, assignments, calls of helpers
     that do nothing tracked, branches between such. None when there is something to walk.
     Most of a library is inert: without this, each program walked every module it imports
     again (torch's 160 programs: 2M module imports walked). `effectful(symbol)` is the
-    interpreter's test for functions."""
-    return _inert(project, module, project.inert_imports, effectful)
+    interpreter's test for functions.
+
+    The answer is kept for every program of the run (ProjectIndex.inert_imports) with what
+    finding it read (the top levels, the helpers' bodies), read again by each program that
+    takes it: a program's cached facts depend on it. So that every such read is made, it is
+    found within `scratch()`, where `effectful` starts from no memo of the program's."""
+    memo = project.inert_imports
+    found = _known(memo, module)
+    if found is not _UNKNOWN:
+        return found
+    decided: list = []
+    with record() as reads, scratch():
+        result = _inert(project, module, memo, effectful, decided)
+    reads = frozenset(reads)
+    for key in decided:  # each read no more than this search did
+        memo[key] = (memo[key][0], reads)
+    note_reads(reads)
+    return result
 
 
 @dataclass(frozen=True)
@@ -32,9 +49,19 @@ class Inert:
     functions: frozenset  # (module path, function path) of the helpers its top levels call
 
 
-def _inert(project, root, memo, effectful) -> Inert | None:
-    if id(root) in memo:
-        return memo[id(root)]
+def _known(memo, module):
+    """The kept answer for `module` (its reads read again), or _UNKNOWN."""
+    found = memo.get(id(module))
+    if found is None:
+        return _UNKNOWN
+    answer, reads = found
+    if reads is not None:
+        note_reads(reads)
+    return answer
+
+
+def _inert(project, root, memo, effectful, decided: list) -> Inert | None:
+    """(The ids of the answers decided here go to `decided`: inert_import adds their reads.)"""
     modules: dict = {}
     functions: set = set()
     stack = [root]
@@ -42,25 +69,30 @@ def _inert(project, root, memo, effectful) -> Inert | None:
         module = stack.pop()
         if id(module) in modules:
             continue
-        known = memo.get(id(module), _UNKNOWN)
+        known = _known(memo, module)
         if known is None:
-            memo[id(root)] = None
+            memo[id(root)] = (None, None)
+            decided.append(id(root))
             return None
         if known is not _UNKNOWN:  # an inert module met before: its whole closure
             modules.update((id(m), m) for m in known.modules)
             functions |= known.functions
             continue
         modules[id(module)] = module
-        imports = _inert_top(project, module, module.ir.top, _instances(module.ir.top), functions, effectful)
+        top = module.top
+        imports = _inert_top(project, module, top, _instances(top), functions, effectful)
         if imports is None:
-            memo[id(module)] = memo[id(root)] = None
+            memo[id(module)] = memo[id(root)] = (None, None)
+            decided += [id(module), id(root)]
             return None
         for name in imports:
             imported = project.module_named(name, module)
             if imported is not None and id(imported) not in modules:
                 stack.append(imported)
-    memo[id(root)] = Inert(tuple(modules.values()), frozenset(functions))
-    return memo[id(root)]
+    answer = Inert(tuple(modules.values()), frozenset(functions))
+    memo[id(root)] = (answer, None)
+    decided.append(id(root))
+    return answer
 
 
 def _inert_top(project, module, statements, instances, functions: set, effectful) -> list[str] | None:
@@ -93,7 +125,7 @@ def _inert_call(project, module, call: ir.Call, instances, functions: set, effec
     symbol = project.resolve(call.target, module)
     if symbol is not None and symbol.klass is not None:
         symbol = project.method(symbol, "__init__")
-    elif symbol is not None and symbol.function is None:
+    elif symbol is not None and not symbol.is_function:
         symbol = None
     if symbol is None:
         return True  # nothing of the project's runs

@@ -104,7 +104,7 @@ class ImportWalk(_Recording):
     @classmethod
     def record(cls, interpreter: Interpreter, module: ProjectModule, states, anchor: Site) -> ImportWalk:
         def walk():
-            walked, returned = interpreter.block(module.ir.top, states, Frame(module, anchor=anchor))
+            walked, returned = interpreter.block(module.top, states, Frame(module, anchor=anchor))
             return walked + returned
 
         fields, walked = cls.capture(interpreter, walk)

@@ -7,6 +7,8 @@ it takes without a walk.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
@@ -64,11 +66,11 @@ class Interpreter:
         self.as_main = as_main
         self.imported.add(id(self.entry))
         self.facts.modules.add(self.entry.path)
-        states, returned = self.block(self.entry.ir.top, [PathState()], frame)
+        states, returned = self.block(self.entry.top, [PathState()], frame)
         states += returned
         if function is not None:
             symbol = self.project.resolve("@." + function, self.entry)
-            if symbol is not None and symbol.function is not None:
+            if symbol is not None and symbol.is_function:
                 states = self.invoke(symbol, (), (), states, frame, ref=symbol.function.ref)
         self.facts.final_states.extend(states)
         self.run_callbacks()
@@ -135,7 +137,7 @@ class Interpreter:
             return states, []
         if isinstance(statement, ir.FunctionRef):
             symbol = self.project.resolve(statement.target, frame.module)
-            if symbol is not None and symbol.function is not None:
+            if symbol is not None and symbol.is_function:
                 self.callbacks.setdefault((id(symbol.module), symbol.path), symbol)
             return states, []
         return states, []
@@ -244,9 +246,9 @@ class Interpreter:
         """(symbol, self class, whether the first parameter is bound) or None."""
         if call.target is not None:
             symbol = self.project.resolve(call.target, frame.module)
-            if symbol is None or (symbol.function is None and symbol.klass is None):
+            if symbol is None or (not symbol.is_function and symbol.klass is None):
                 return None
-            bound = symbol.function is not None and symbol.function.is_method and frame.self_class is not None
+            bound = symbol.is_function and symbol.code.is_method and frame.self_class is not None
             return symbol, frame.self_class if bound else None, False
         if call.receiver == "self" and frame.self_class is not None:
             method = self.project.method(frame.self_class, call.method)
@@ -294,13 +296,13 @@ class Interpreter:
 
     def invoke(self, symbol: Symbol, args, kwargs, states, frame: Frame, ref, self_class=None, skip_first=False, stored=None):
         """`stored`: what the program stored on the object a method runs for (`self.<name>`)."""
-        function = symbol.function
         key = (id(symbol.module), symbol.path)
-        if function is None or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
+        if not symbol.is_function or key in self.stack or self.depth + len(self.stack) >= MAX_DEPTH:
             return states
         self.facts.functions.add((symbol.module.path, symbol.path))
         if not self.effectful(symbol):
             return states
+        function = symbol.function  # (walked: its refs may reach the facts)
         params = function.params[1:] if skip_first and function.params else function.params
         env = dict(function.defaults)
         env.update(stored or {})
@@ -329,8 +331,20 @@ class Interpreter:
         if depth >= MAX_DEPTH:
             return True  # a call chain too long to look down: walk it (invoke has the same bound)
         self.effectful_memo[key] = True  # optimistic while recursing
-        self.effectful_memo[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.function.body)
+        self.effectful_memo[key] = any(self._stmt_effectful(s, symbol.module, depth + 1) for s in symbol.code.body)
         return self.effectful_memo[key]
+
+    @contextmanager
+    def fresh_effectful(self):
+        """`effectful` from no memo (each answer found again, its reads made), for an answer kept
+        beyond this program (inert_import); what it finds is added to the memo after."""
+        kept, self.effectful_memo = self.effectful_memo, {}
+        try:
+            yield
+        finally:
+            found, self.effectful_memo = self.effectful_memo, kept
+            for key, value in found.items():
+                kept.setdefault(key, value)
 
     def _stmt_effectful(self, statement, module: ProjectModule, depth: int) -> bool:
         if isinstance(statement, ir.Branch):
@@ -346,7 +360,7 @@ class Interpreter:
                 if init is None:
                     return self.seeding_base(target) is not None
                 return self.effectful(init, depth)
-            return target.function is not None and self.effectful(target, depth)
+            return target.is_function and self.effectful(target, depth)
         return not isinstance(statement, (ir.Assign, ir.Return))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
@@ -356,10 +370,9 @@ class Interpreter:
                 lookups.add(id(module))
             if id(module) in self.imported:
                 continue
-            inert = inert_import(self.project, module, self.effectful) if len(self.stack) < MAX_DEPTH else None
+            inert = inert_import(self.project, module, self.effectful, self.fresh_effectful) if len(self.stack) < MAX_DEPTH else None
             if inert is not None:  # nothing to walk: only what it brings in and the helpers it calls
-                for brought in inert.modules:
-                    brought.ir  # recorded as read: the cached program depends on it staying inert
+                for brought in inert.modules:  # (what deciding it read is recorded: inert_import)
                     if lookups is not None:
                         lookups.add(id(brought))
                     if id(brought) not in self.imported:
@@ -385,7 +398,7 @@ class Interpreter:
         of a library's 100 scripts) walk the same modules from the same fresh start: such a walk
         is recorded once and replayed, re-anchored at this program's import statement."""
         if not self._starts_fresh(states):
-            walked, returned = self.block(module.ir.top, states, Frame(module, anchor=anchor))
+            walked, returned = self.block(module.top, states, Frame(module, anchor=anchor))
             return walked + returned
         walks = self.project.import_walks.setdefault(id(module), [])
         for walk in walks:
@@ -412,7 +425,7 @@ class Interpreter:
         if statement.needs_spawn_method and not any(s.spawn_method for s in states):
             return
         symbol = self.project.resolve(statement.target, frame.module)
-        if symbol is None or symbol.function is None:
+        if symbol is None or not symbol.is_function:
             return
         key = (id(symbol.module), symbol.path)
         if key in self.spawned:
@@ -426,7 +439,7 @@ class Interpreter:
         child.imported.add(id(symbol.module))
         # The child re-imports the target's module, not as `__main__` (as_main stays False: its
         # guards do not run), then calls the target.
-        start, _ = child.block(symbol.module.ir.top, [PathState()], child_frame)
+        start, _ = child.block(symbol.module.top, [PathState()], child_frame)
         final = child.invoke(symbol, (), (), start, child_frame, ref=None)
         child.facts.final_states.extend(final)
         child.run_callbacks()
