@@ -699,6 +699,9 @@ class ProgramChecker:
                 RELEASED.release(module)
             elif path not in had_indexes and module._index is not None:
                 module.drop_index()
+            else:
+                continue
+            memory.churned(len(module.source.text))  # (freed in the middle of the heap: give it back)
 
     def _one(self, index: int):
         """From the cache, or checked here and cached."""
