@@ -395,16 +395,22 @@ IMPORTS_IT_FIRST = (
 )
 
 
+def _lib_and_train(tmp_path: Path, lib_text: str, train_text: str):
+    """A workspace of lib.py and train.py, both open in the editor: (session, lib, train)."""
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
+    lib.write_text(lib_text)
+    train.write_text(train_text)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, train_text)
+    workspace.open(lib, lib_text)
+    return session, lib, train
+
+
 def test_an_import_walk_is_replayed_from_the_last_analysis_only_while_the_imported_module_is_unchanged(tmp_path: Path):
     # train.py's first import walks lib.py's top level; the server keeps that walk for the next
     # edit of train.py, and must walk lib.py again once lib.py changed.
-    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
-    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
-    lib.write_text(TURNS_BENCHMARK_ON)
-    train.write_text(IMPORTS_IT_FIRST)
-    workspace = Workspace(tmp_path, persistent=False)
-    session = workspace.open(train, IMPORTS_IT_FIRST)
-    workspace.open(lib, TURNS_BENCHMARK_ON)
+    session, lib, train = _lib_and_train(tmp_path, TURNS_BENCHMARK_ON, IMPORTS_IT_FIRST)
     steps = [
         (train, IMPORTS_IT_FIRST + "y = 1\n"),  # the walk of lib.py is replayed
         (lib, TURNS_BENCHMARK_ON.replace("True", "False")),  # walked again: no TRP201
@@ -493,13 +499,7 @@ def test_an_edit_in_a_function_re_runs_only_the_programs_that_ran_it(tmp_path: P
     # A program's facts are kept while the parts of the IR its run read are unchanged: the
     # function it called, the top levels it ran. An edit in a function it never calls, or an
     # assignment nothing reads, leaves them; an edit in the function it calls does not.
-    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
-    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
-    lib.write_text(SEEDING_LIB)
-    train.write_text(CALLS_SEED_ALL)
-    workspace = Workspace(tmp_path, persistent=False)
-    session = workspace.open(train, CALLS_SEED_ALL)
-    workspace.open(lib, SEEDING_LIB)
+    session, lib, train = _lib_and_train(tmp_path, SEEDING_LIB, CALLS_SEED_ALL)
     session.analyse()
     assert _interpreted(session) == 1
     steps = [
@@ -579,13 +579,7 @@ def test_refs_shifted_by_an_edit_above_re_run_the_programs_that_walked_the_funct
     # function after it. A program that only asked whether a function does anything tracked
     # (`pure`, which does nothing) keeps its facts; one that walked it (`seed_all`: its seed is
     # an occurrence at a ref) runs again.
-    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
-    lib, train = (tmp_path / "lib.py").resolve(), (tmp_path / "train.py").resolve()
-    lib.write_text(LIB_IN_ORDER)
-    train.write_text(CALLS_PURE_AND_SEED_ALL)
-    workspace = Workspace(tmp_path, persistent=False)
-    session = workspace.open(train, CALLS_PURE_AND_SEED_ALL)
-    workspace.open(lib, LIB_IN_ORDER)
+    session, lib, train = _lib_and_train(tmp_path, LIB_IN_ORDER, CALLS_PURE_AND_SEED_ALL)
     session.analyse()
     shift_pure = LIB_IN_ORDER.replace("    return 1\n", "    return torch.randn(2)\n")
     shift_both = shift_pure.replace("    return 0\n", "    return torch.randn(2)\n")
