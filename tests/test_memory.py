@@ -268,3 +268,19 @@ def test_a_one_process_run_reports_the_same_whatever_trees_it_keeps(tmp_path, ca
     code, found, stats = check_json(capsys, root, "--no-cache", "--jobs", "1")[:3]
     assert code == 1 and found == expected and {f["code"] for f in found} >= {"TRP000", "TRP402"}
     assert (stats["parsed"] == 10) == (budget > 10_000)  # ten files parse; some again when dropped
+
+
+@pytest.mark.parametrize("lives_on", [False, True])
+def test_a_checked_tree_keeps_its_index_only_where_the_modules_live_on(tmp_path, lives_on):
+    # The language server's next edit runs rules that look into the same modules again: there a
+    # checked tree keeps its index (what the rules derived from it is still forgotten); a
+    # one-shot run drops it, to bound memory.
+    project = ProjectIndex(tmp_path, reusable={} if lives_on else None)
+    module = project.add(SourceFile(tmp_path / "train.py", TRAINING))
+    budget = staging.TreeBudget(10 * len(TRAINING), keep_indexes=project.lives_on)
+    budget.after_indexing(module)
+    module.index.derived["flow"] = object()
+    budget.after_checking(module)
+    assert module.has_tree
+    assert (module._index is not None) == lives_on
+    assert not lives_on or module.index.derived == {}

@@ -149,7 +149,7 @@ def lint_sources(
     try:
         hub = _start_hub(project, loaded, jobs, stages) if store is not None else None
         stats.workers = len(hub.workers) if hub is not None else 0
-        budget = None if store is None else TreeBudget() if hub is None else stages.budget(hub.processes)
+        budget = None if store is None else TreeBudget(keep_indexes=project.lives_on) if hub is None else stages.budget(hub.processes)
         progress.start("parsed", len(loaded))
         parse_failures += _lower_all(project, loaded, budget, hub, progress)
         if hub is not None:

@@ -326,8 +326,11 @@ class TreeBudget:
     """Keep a file's tree after lowering, within budget: the per-file rules will want it, or
     another file's rules may ask it for a summary (project/summaries.py)."""
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, keep_indexes: bool = False) -> None:
         self.limit = TREE_BUDGET if limit is None else limit
+        # The modules live on to the next run (the language server: ProjectIndex.lives_on), whose
+        # rules look into the same modules again: a kept tree keeps its index (and positions).
+        self.keep_indexes = keep_indexes
         self.indexed_limit = int(self.limit * INDEXED_SHARE)
         self.kept = 0
         self._kept: set = set()  # paths of the trees kept within budget
@@ -343,7 +346,7 @@ class TreeBudget:
         if self.kept + len(module.source.text) <= self.limit:
             self.kept += len(module.source.text)
             self._kept.add(module.path)
-            if self.kept > self.indexed_limit:
+            if self.kept > self.indexed_limit and not self.keep_indexes:
                 module.drop_index()
         else:
             RELEASED.release(module)
@@ -357,7 +360,10 @@ class TreeBudget:
         elif module.has_tree:
             # What its rules built on the tree (flows, op matches, memo tables) is larger than
             # the tree: another file's rules rarely look into it, and rebuild what they need.
-            module.drop_index()
+            if self.keep_indexes and module._index is not None:
+                module.index.forget_derived()
+            else:
+                module.drop_index()
 
 
 MISSING_IMPORTS = "missing imports"
@@ -680,7 +686,8 @@ class ProgramChecker:
                     findings.extend(f for f in rule.check_programs(view) if f is not None)
                 except Exception:  # a rule bug must not hide every other finding
                     errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
-        self._release_parsed(had_trees, had_indexes, reads)
+        if not project.lives_on:  # (the next run's rules would parse and index them again)
+            self._release_parsed(had_trees, had_indexes, reads)
         return findings, errors, reads
 
     def _release_parsed(self, had_trees: set, had_indexes: set, reads) -> None:

@@ -334,6 +334,11 @@ class ProjectIndex:
     def __post_init__(self) -> None:
         _forget_directories(self.absent)
 
+    @property
+    def lives_on(self) -> bool:
+        """Whether the next run takes this run's modules again (the language server): what is
+        built on them is worth keeping for its rules."""
+        return self.reusable is not None
 
     def add(self, source: SourceFile, *, linted: bool = True) -> ProjectModule:
         """Index a file: its IR from `lowered` (a cache) when it has it, else by parsing.
