@@ -56,7 +56,7 @@ SHARDED_TREE_BUDGET = 40_000_000
 # run; the rest drop it (ProjectModule.drop_index) and build it again then, in about a sixth
 # of a parse's time. On torch's source (two processes): the main process held 938-949 MiB
 # after lowering with every index kept, 805-814 MiB with 0.35 of them; 0.35 and 0.5 gave the
-# same peak (it comes later, in the program rules), so the cheaper one.
+# same peak (it comes later, in the first per-file checks), so the cheaper one.
 INDEXED_SHARE = 0.5
 # Trees parsed again only to summarise a module (project/summaries.py), kept for the next ask.
 SUMMARISED_TREES = 32
