@@ -678,17 +678,24 @@ class ProgramChecker:
         view = LintContext(project, [self.context.programs[index]], self.context.config)
         findings: list[Finding] = []
         errors: list[str] = []
-        had_trees = {path for path, module in project.modules.items() if module.has_tree}
-        had_indexes = {path for path, module in project.modules.items() if module._index is not None}
+        # What is parsed or indexed before the rules run, to release what they add (not where the
+        # modules live on: the next run's rules would parse and index them again)
+        held = None if project.lives_on else self._held(project)
         with record() as reads:
             for rule in self.rules:
                 try:
                     findings.extend(f for f in rule.check_programs(view) if f is not None)
                 except Exception:  # a rule bug must not hide every other finding
                     errors.append(f"internal error in {rule.code}: {_last_line(traceback.format_exc())}")
-        if not project.lives_on:  # (the next run's rules would parse and index them again)
-            self._release_parsed(had_trees, had_indexes, reads)
+        if held is not None:
+            self._release_parsed(*held, reads)
         return findings, errors, reads
+
+    @staticmethod
+    def _held(project) -> tuple[set, set]:
+        """The paths of the modules that have a tree, and of those that have an index."""
+        modules = project.modules.items()
+        return {path for path, m in modules if m.has_tree}, {path for path, m in modules if m._index is not None}
 
     def _release_parsed(self, had_trees: set, had_indexes: set, reads) -> None:
         """Drop the trees these rules parsed (to place a finding or quote code), and the indexes
