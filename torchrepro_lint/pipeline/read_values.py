@@ -8,9 +8,8 @@ time, most of them the same (70 ms of an edit on pytorch-image-models). Here a v
 with its basis, and given again while the basis is the same:
 
 - a read of one module (its IR or a part of it, text, display path, a summary of it): the
-  module object. The
-  server's runs share a module object while its text, place and IR are the same
-  (ProjectIndex.reusable), so an edit leaves every other module's values valid.
+  module object. The server's runs share a module object while its text, place and IR are the
+  same (ProjectIndex.reusable), so an edit leaves every other module's values valid.
 - `mentions` of a word: the project's modules (a ModuleSet); after an edit, only the modules
   that are other objects are asked again whether they contain the word.
 - missing imports, and which modules the project imports (ProjectIndex.imported_by_project): the
