@@ -577,11 +577,54 @@ def f(x: torch.Tensor):
 """
     assert rows(lint, source, "TRP402", {"torch-version": "2.9"}) == {5, 6, 7}
     assert rows(lint, source, "TRP402", {"torch-version": "2.10"}) == {5, 6}
+    # 2.11.0 has no MaxPool3d decomposition yet (seen on CUDA: tests/catalog/cuda/)
+    assert rows(lint, source, "TRP402", {"torch-version": "2.11"}) == {5, 6}
+    assert rows(lint, source, "TRP401", {"torch-version": "2.11"}) == set()
+    assert rows(lint, source, "TRP402", {"torch-version": "2.12"}) == {5}
     assert rows(lint, source, "TRP402", {"torch-version": "2.13"}) == {5}
     assert rows(lint, source, "TRP401", {"torch-version": "2.13"}) == {6}
     assert rows(lint, source, "TRP401", {"torch-version": "2.9"}) == set()
     message = findings(lint(source, {"select": ["TRP402"], "torch-version": "2.9"}), "TRP402")[-1].message
     assert "in torch 2.9" in message and "kthvalue_cuda" in message
+    # The advice for MaxPool3d(2) names return_indices=True only where that path exists.
+    def pool_message(version):
+        found = findings(lint(source, {"select": ["TRP402"], "torch-version": version}), "TRP402")
+        return next(f.message for f in found if f.row == 5)
+    assert "pass `return_indices=True`" in pool_message("2.13")
+    assert "pass `return_indices=True`" not in pool_message("2.11")
+    assert "only from torch 2.12" in pool_message("2.11")
+
+
+def test_trp402_grid_sample_cudnn_path_before_2_12(lint):
+    """torch 2.11's cuDNN sampler neither raises nor repeats (tests/catalog/cuda/): the message says so."""
+    source = """import torch
+import torch.nn.functional as F
+
+def warp(x, grid):
+    a = F.grid_sample(x, grid, align_corners=True)
+    b = F.grid_sample(x, grid, "bilinear", "zeros", True)
+    c = F.grid_sample(x, grid, mode="nearest", align_corners=True)
+    d = F.grid_sample(x, grid, padding_mode="border", align_corners=True)
+    e = F.grid_sample(x, grid)
+    return a, b, c, d, e
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+    warp(torch.rand(1, 3, 8, 8, requires_grad=True), torch.rand(1, 8, 8, 2)).sum().backward()
+"""
+    def messages(version):
+        found = findings(lint(source, {"select": ["TRP402"], "torch-version": version}), "TRP402")
+        assert all(f.severity is Severity.ERROR for f in found)
+        return {f.row: f.message for f in found}
+
+    old = messages("2.11")
+    assert set(old) == {5, 6, 7, 8, 9}
+    silent = {row for row, message in old.items() if "cuDNN's sampler" in message}
+    assert silent == {5, 6}
+    assert "does not raise" in old[5] and "raises RuntimeError" not in old[5]
+    assert "raises RuntimeError in the backward pass" in old[7]
+    new = messages("2.13")
+    assert set(new) == {5, 6, 7, 8, 9} and not any("cuDNN" in message for message in new.values())
 
 
 # -- TRP403 ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchrepro_lint.catalog import load_catalog
 from torchrepro_lint.analysis.op_matching.matcher import OpMatch, ops_in
 from torchrepro_lint.analysis.project_uses import ProjectUses
 from torchrepro_lint.project.known_apis import Kind
@@ -97,7 +98,7 @@ ADVICE = {
     "adaptive_avg_pool2d_backward": "use `nn.AvgPool` with a fixed kernel and stride (or global pooling, output size 1, which is a deterministic mean)",
     "adaptive_avg_pool3d_backward": "use `nn.AvgPool3d` with a fixed kernel and stride (or output size 1, a deterministic mean)",
     "adaptive_max_pool2d_backward": "use `nn.MaxPool` with a fixed kernel and stride, or `amax` over the pooled dims",
-    "max_pool3d_backward_no_indices": "pass `return_indices=True` (from torch 2.11 it then takes a deterministic path in deterministic mode)",
+    "max_pool3d_backward_no_indices": "pass `return_indices=True` (it then takes a deterministic path in deterministic mode)",
     "fractional_max_pool2d_backward": "use a regular `MaxPool2d`, or accept it with `warn_only=True`",
     "fractional_max_pool3d_backward": "use a regular `MaxPool3d`, or accept it with `warn_only=True`",
     "max_unpool_forward": "replace it with a scatter through `index_put_` on a zero tensor, or accept it with `warn_only=True`",
@@ -129,11 +130,20 @@ ADVICE = {
 AREA_ADVICE = "downsample with `F.avg_pool2d` / `nn.AvgPool2d` and an integer factor instead of `mode='area'`"
 
 
-def advice(match: OpMatch) -> str:
+# Advice that names a deterministic path only holds from the release that has it.
+ADVICE_SINCE = {"max_pool3d_backward_no_indices": "max_pool3d_backward_with_indices"}
+
+
+def advice(match: OpMatch, torch_version: tuple[int, int]) -> str:
     if match.entry.id.startswith("adaptive_avg_pool") and match.api.name in (
         "torch.nn.functional.interpolate", "torch.nn.functional.upsample", "torch.nn.Upsample"
     ):
         return AREA_ADVICE
+    alternative = ADVICE_SINCE.get(match.entry.id)
+    if alternative:
+        since = load_catalog().entry(alternative).since
+        if since and torch_version < since:
+            return "accept it with `warn_only=True` (`return_indices=True` takes a deterministic path only from torch %d.%d)" % since
     return ADVICE.get(match.entry.id, "accept it with `warn_only=True`")
 
 

@@ -102,7 +102,7 @@ class Encoder3d(nn.Module):
         self.pool = nn.MaxPool3d(2, return_indices=True)  # <-- TRP401
         self.unpool_size = None
 ''',
-            "torch 2.13: MaxPool3d(return_indices=True) has a deterministic path (TRP402 before 2.11)",
+            "torch 2.13: MaxPool3d(return_indices=True) has a deterministic path (TRP402 before 2.12)",
             {"torch-version": "2.13"},
         ),
     )

@@ -1,9 +1,34 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.rules._ops import EVIDENCE_DECISIONS, GRAD_DECISIONS, advice, det_mode_status, matches, where, why
 from torchrepro_lint.catalog import load_catalog
 from torchrepro_lint.rules.base import Example, Rule, last_names
+
+
+# Seen on CUDA with torch 2.11.0 (tests/catalog/cuda/): 4-D bilinear grid_sample with zeros padding
+# and align_corners=True runs cuDNN's sampler, whose backward did not raise in deterministic mode
+# but varied between runs. From the release after 2.11 (2.13 at the latest) it raises as well.
+CUDNN_GRID_SAMPLER_RAISES_FROM = (2, 12)
+
+
+def _takes_cudnn_sampler(call: cst.Call) -> bool:
+    """`align_corners=True` given, `mode` / `padding_mode` left at bilinear / zeros."""
+    values = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    for position, name in enumerate(("input", "grid", "mode", "padding_mode", "align_corners")):
+        if position < len(positional):
+            values.setdefault(name, positional[position])
+
+    def left_at(name: str, default: str) -> bool:
+        value = values.get(name)
+        return value is None or isinstance(value, cst.SimpleString) and value.evaluated_value == default
+
+    align = values.get("align_corners")
+    return (isinstance(align, cst.Name) and align.value == "True"
+            and left_at("mode", "bilinear") and left_at("padding_mode", "zeros"))
 
 
 class OpWithoutDeterministicImpl(Rule):
@@ -30,9 +55,12 @@ class OpWithoutDeterministicImpl(Rule):
         "`warn_only` (the call will raise), otherwise warning; the message says which case and "
         "where the mode is enabled. Every matching call is reported, reachable or not. The op list "
         "is the package's catalogue for `torch-version`, so version-gated facts follow it: "
-        "`kthvalue` raises only before 2.10, `MaxPool3d(return_indices=True)` only before 2.11, "
+        "`kthvalue` raises only before 2.10, `MaxPool3d(return_indices=True)` before 2.12 (verified on CUDA for 2.11.0), "
         "bilinear/trilinear `interpolate` and `ReflectionPad2d` no longer raise through their Python "
-        "entry points (TRP401 reports them). " + EVIDENCE_DECISIONS + " NLL / cross-entropy needs an "
+        "entry points (TRP401 reports them). Before 2.12 a 4-D `grid_sample` with `align_corners=True` "
+        "(bilinear, zeros padding) takes cuDNN's sampler, which does not raise in deterministic mode "
+        "but still varies run to run (seen on CUDA with 2.11.0): it stays an error, and the message "
+        "says the mode will not catch it. " + EVIDENCE_DECISIONS + " NLL / cross-entropy needs an "
         "input shown to have 3 or more dims (a convolution output, an `interpolate` result, a sized "
         "factory, `view`/`permute` with 3 or more sizes, `transpose(1, 2)`), also through the "
         "instance calls of an `nn.CrossEntropyLoss()` built in the same class or function; its "
@@ -190,11 +218,21 @@ def top3(scores: torch.Tensor):
             impl += " of its backward" if backward else ""
             if entry.until or entry.since or match.api.until or match.api.since:
                 impl += " in torch %d.%d" % version
-            todo = advice(match)
+            todo = advice(match, version)
+            silent_cudnn = (entry.id == "grid_sampler_backward" and version < CUDNN_GRID_SAMPLER_RAISES_FROM
+                            and isinstance(match.site.node, cst.Call) and _takes_cudnn_sampler(match.site.node))
             head = f"`{match.shown}`" + (f" ({match.evidence})" if match.evidence else "") + f" has {impl}"
             raises = "raises RuntimeError" + (" in the backward pass" if backward else "")
             tail = f" [catalogue: {match.ids}]"
-            if status.strict is not None:
+            if status.strict is not None and silent_cudnn:
+                severity = Severity.ERROR  # deterministic mode is claimed and silently not given
+                message = (
+                    f"{head}: with a 4-D input it takes cuDNN's sampler, which in torch %d.%d does not raise under "
+                    f"the deterministic mode enabled at {where(context, status.strict)} but still varies run to run "
+                    f"(a 5-D input raises); there is no deterministic alternative: keep the sampled input out "
+                    f"of the graph, or accept the variation{tail}" % version
+                )
+            elif status.strict is not None:
                 severity = Severity.ERROR
                 message = (
                     f"{head}, so it {raises} under the deterministic mode enabled at {where(context, status.strict)}; "
