@@ -20,7 +20,7 @@ from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.analysis.text_memo import contains
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract.lowering import Lowering
+from torchrepro_lint.project.extract.lowering import ExpressionTexts, Lowering
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
@@ -109,6 +109,8 @@ class ProjectModule:
     _nodes: list | None = field(default=None, repr=False)
     store: object | None = field(default=None, repr=False)  # the project's `lowered` (summaries.py)
     _table: ir.ModuleTable | None = field(default=None, repr=False)
+    # The language server: texts its lowering generated, for the next edit's (ExpressionTexts)
+    expression_texts: ExpressionTexts | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"<module {self.path}>"
@@ -357,16 +359,24 @@ class ProjectIndex:
             module = self._same_code_as_before(path, name, package, search_root, source, linted)
         if module is None:
             index = ModuleIndex(source, package)
-            lowering = Lowering(index, self.helpers)
+            lowering = Lowering(index, self.helpers, self._texts_before(path))
             module_ir = lowering.build()
             module = ProjectModule(
                 path, name, package, search_root, source, module_ir, linted, self.helpers, index, lowering.nodes, self.lowered
             )
+            module.expression_texts = lowering.texts
             if self.lowered is not None:
                 self.lowered.put(source, package, module_ir)
         self.modules[path] = module
         self._forget_resolution()  # a new module can answer a name that was missing before
         return module
+
+    def _texts_before(self, path: Path) -> ExpressionTexts | None:
+        if not self.lives_on:
+            return None  # (a file is lowered once: nothing to take texts from)
+        previous = self.reusable.get(path)
+        texts = previous.expression_texts if previous is not None else None
+        return texts if texts is not None else ExpressionTexts.start()
 
     def _same_code_as_before(self, path, name, package, search_root, source: SourceFile, linted: bool) -> ProjectModule | None:
         """The module, where its new text differs from a previous run's only in comments and
@@ -385,6 +395,7 @@ class ProjectIndex:
         nodes = [pairs.get(id(node), node) for node in previous._nodes]
         index = ModuleIndex(source, package)  # (its rules will read it; and a module with a tree keeps it within budget)
         module = ProjectModule(path, name, package, search_root, source, previous._ir, linted, self.helpers, index, nodes, self.lowered)
+        module.expression_texts = previous.expression_texts
         if self.lowered is not None:
             self.lowered.put(source, package, previous._ir, like=previous.source)
         return module

@@ -15,7 +15,7 @@ import libcst as cst
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
-from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws, config_shown
@@ -250,26 +250,32 @@ class CallLowering:
     def project_call(self, site: CallSite, spawned: cst.BaseExpression | None = None) -> list[ir.Stmt]:
         node, q = site.node, site.qualname
         out: list[ir.Stmt] = []
-        args = tuple(self.value(a.value) for a in node.args if a.keyword is None and not a.star)
-        kwargs = tuple((a.keyword.value, self.value(a.value)) for a in node.args if a.keyword is not None)
-        # A project subclass of a TRL trainer is followed by the interpreter: what its config draws
-        # can only be read here.
-        adapter = _arg(node, None, "peft_config")
-        draws = config_draws(self.index, adapter, node) if adapter is not None and not is_none(adapter) else None
-        shown = draws is True and config_shown(self.index, adapter, node)
+
+        def call(receiver=None, method=None) -> ir.Call:
+            # The arguments' values only for a call the interpreter follows (an external call's
+            # would be thrown away, and an opaque value costs its expression's text).
+            args = tuple(self.value(a.value) for a in node.args if a.keyword is None and not a.star)
+            kwargs = tuple((a.keyword.value, self.value(a.value)) for a in node.args if a.keyword is not None)
+            # A project subclass of a TRL trainer is followed by the interpreter: what its config
+            # draws can only be read here.
+            adapter = _arg(node, None, "peft_config")
+            draws = config_draws(self.index, adapter, node) if adapter is not None and not is_none(adapter) else None
+            shown = draws is True and config_shown(self.index, adapter, node)
+            return ir.Call(self.ref(node), q, receiver, method, args, kwargs, draws, shown)
+
         if q is not None and (q.startswith(LOCAL) or root(q) not in EXTERNAL_ROOTS):
-            out.append(ir.Call(self.ref(node), q, args=args, kwargs=kwargs, adapter_draws=draws, adapter_shown=shown))
+            out.append(call())
         elif q is None and isinstance(node.func, cst.Attribute):
             receiver = node.func.value
             if isinstance(receiver, cst.Name):
-                out.append(ir.Call(self.ref(node), None, receiver.value, node.func.attr.value, args, kwargs, draws, shown))
+                out.append(call(receiver.value, node.func.attr.value))
             elif isinstance(receiver, cst.Call) and self.index.resolve(receiver.func, node) == "builtins.super":
-                out.append(ir.Call(self.ref(node), None, "super", node.func.attr.value, args, kwargs, draws, shown))
+                out.append(call("super", node.func.attr.value))
             elif isinstance(receiver, cst.Call) and _project_name(built := self.index.resolve(receiver.func, receiver)):
                 # `Trainer(cfg).fit(model)`: the method of the object just built (its own call ran first)
                 instance = f"<{built}()>"  # a name no Python variable has
                 out.append(ir.Assign(instance, ir.Instance(built)))
-                out.append(ir.Call(self.ref(node), None, instance, node.func.attr.value, args, kwargs, draws, shown))
+                out.append(call(instance, node.func.attr.value))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
@@ -319,7 +325,7 @@ class CallLowering:
             return ("", ())
         arg = node.args[0].value
         names = tuple(sorted({n.value for n in _names_in(arg)}))
-        return (expression_code(self.index.module, arg), names)
+        return (self._code(arg), names)
 
     def _feeds_seed(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
         """A draw inside a seeding call's arguments is the seed, not a consumption."""

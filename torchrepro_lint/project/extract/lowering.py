@@ -43,12 +43,17 @@ def _literal_text(node: cst.BaseExpression) -> str | None:
 
 
 class Lowering(CallLowering):
-    def __init__(self, index: ModuleIndex, extra_helpers: dict[str, Helper] | None = None) -> None:
+    def __init__(
+        self, index: ModuleIndex, extra_helpers: dict[str, Helper] | None = None, texts_before: ExpressionTexts | None = None
+    ) -> None:
         self.index = index
         self.helpers = {**KNOWN_HELPERS, **(extra_helpers or {})}
         self.nodes: list[cst.CSTNode] = []
         self._attribute_values: dict[tuple, list] = {}  # (class, construction, attribute, instance) -> values
         self._pending: list[ir.AttributeOnCuda] = []
+        # Given (the language server): the texts lowering the file's previous text generated,
+        # and the ones this lowering generates, to hand to the next (see ExpressionTexts).
+        self.texts = ExpressionTexts.following(texts_before, index.module) if texts_before is not None else None
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -254,9 +259,47 @@ class Lowering(CallLowering):
 
     def _text(self, expr: cst.BaseExpression) -> str:
         try:
-            return expression_code(self.index.module, expr)
+            return self._code(expr)
         except RecursionError:
             return f"<expression {id(expr)}>"  # correlates with nothing
+
+    def _code(self, expr: cst.BaseExpression) -> str:
+        if self.texts is None:
+            return expression_code(self.index.module, expr)
+        return self.texts.code(expr, self.index.module)
+
+
+class ExpressionTexts:
+    """Source texts of expressions, by node, carried from one lowering of a file to the next in
+    the language server. An edit keeps the untouched statements' node objects (reparse.py), and
+    a node's text never changes (nodes are immutable; the newline and indent a tree leaves to
+    its module are part of the key): generating texts is half of lowering a file with large
+    literal tables (timm's resnet.py), so the next lowering takes them from here. Holds only
+    the texts the last lowering used, so it never outgrows the current tree."""
+
+    __slots__ = ("defaults", "before", "now")
+
+    def __init__(self, defaults: tuple, before: dict) -> None:
+        self.defaults = defaults
+        self.before = before  # id(node) -> (node, text): the node is held, so its id is not reused
+        self.now: dict = {}
+
+    @classmethod
+    def following(cls, previous: ExpressionTexts, module: cst.Module) -> ExpressionTexts:
+        defaults = (module.default_newline, module.default_indent)
+        return cls(defaults, previous.now if previous.defaults == defaults else {})
+
+    @classmethod
+    def start(cls) -> ExpressionTexts:
+        return cls((None, None), {})
+
+    def code(self, node: cst.BaseExpression, module: cst.Module) -> str:
+        key = id(node)
+        found = self.now.get(key) or self.before.get(key)
+        if found is None or found[0] is not node:
+            found = (node, expression_code(module, node))
+        self.now[key] = found
+        return found[1]
 
 
 def live(statements) -> tuple[ir.Stmt, ...]:
