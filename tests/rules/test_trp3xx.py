@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import reported
 
 from torchrepro_lint.findings import Severity
@@ -193,6 +194,46 @@ if __name__ == "__main__":
         {"select": ["TRP301"]},
     )
     assert findings(seeded, "TRP301") == []
+
+
+FABRIC_DATAMODULE = """from lightning import LightningDataModule
+from torch.utils.data import DataLoader
+
+class Data(LightningDataModule):
+    def train_dataloader(self):
+        return DataLoader(self.train_set, num_workers=4, shuffle=True)
+"""
+
+
+def _fabric_program(seed_call: str, set_up: bool) -> str:
+    setup = "    loader = fabric.setup_dataloaders(loader)\n" if set_up else ""
+    return (
+        "import lightning as L\nfrom data import Data\n\n"
+        "def main(fabric):\n"
+        f"    {seed_call}\n"
+        "    loader = Data().train_dataloader()\n"
+        f"{setup}"
+        "    return loader\n\n"
+        'if __name__ == "__main__":\n'
+        "    L.Fabric().launch(main)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "seed_call, set_up, expected",
+    [
+        # Regression (litgpt's data modules): Fabric.seed_everything defaults to workers=True,
+        # and fabric.setup_dataloaders then adds Lightning's worker_init_fn.
+        ("fabric.seed_everything(1337)", True, set()),
+        ("fabric.seed_everything(1337, workers=True)", True, set()),
+        ("fabric.seed_everything(1337, workers=False)", True, {6}),
+        ("fabric.seed_everything(1337)", False, {6}),  # no setup_dataloaders: nothing adds it
+        ("L.seed_everything(1337)", True, {6}),  # the function's workers default is False
+    ],
+)
+def test_trp301_fabric_seed_everything_seeds_workers_through_setup_dataloaders(lint, seed_call, set_up, expected):
+    result = lint({"data.py": FABRIC_DATAMODULE, "train.py": _fabric_program(seed_call, set_up)}, {"select": ["TRP301"]})
+    assert {row for path, row, _ in reported(result, lint.root, "TRP301")} == expected
 
 
 def test_trp301_lightning_datamodule_without_worker_seeding_is_reported(lint):

@@ -77,6 +77,8 @@ DEFERRED_RANDOMNESS = frozenset(
         "torch.nn.FeatureAlphaDropout",
     }
 )
+# RANDOMNESS detail of a dropout module: it draws only in a training-mode forward pass
+DROPOUT = ("dropout",)
 RANDOM_TRANSFORM_PREFIXES = ("torchvision.transforms.", "torchvision.transforms.v2.")
 RANDOM_TRANSFORMS = frozenset(
     "ColorJitter RandAugment AutoAugment TrivialAugmentWide AugMix GaussianBlur ElasticTransform".split()
@@ -132,6 +134,8 @@ TRAINING_METHODS = frozenset({"backward"})
 SPAWN_FUNCTIONS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 LIGHTNING_TRAINER = "lightning.Trainer"
 LIGHTNING_FABRIC = frozenset({"lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric"})
+# `<receiver>.seed_everything(...)` where the receiver is not in view: taken as Fabric's method
+FABRIC_SEED_EVERYTHING = "lightning.Fabric.seed_everything"
 HF_TRAINING_ARGUMENTS = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments"})
 CUDNN = "torch.backends.cudnn"
 
@@ -209,6 +213,10 @@ KNOWN_HELPERS: dict[str, Helper] = {
     "pytorch_lightning.seed_everything": _LIGHTNING,
     "lightning.fabric.utilities.seed.seed_everything": _LIGHTNING,
     "lightning_fabric.utilities.seed.seed_everything": _LIGHTNING,
+    # Fabric.seed_everything, a static method calling the function above (workers=True unless given)
+    "lightning.Fabric.seed_everything": _LIGHTNING,
+    "lightning.fabric.Fabric.seed_everything": _LIGHTNING,
+    "lightning_fabric.Fabric.seed_everything": _LIGHTNING,
     "transformers.set_seed": Helper(claims_when="deterministic", claim_position=1, enables_det_mode=True),
     "transformers.trainer_utils.set_seed": Helper(
         claims_when="deterministic", claim_position=1, enables_det_mode=True

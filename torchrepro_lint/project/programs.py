@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule
 from torchrepro_lint.project.interpreter.run import Interpreter
 from torchrepro_lint.project.interpreter.states import Facts
-from torchrepro_lint.project.known_apis import ADAPTER, Kind
+from torchrepro_lint.project.known_apis import ADAPTER, DROPOUT, Kind
 
 
 @dataclass
@@ -87,21 +87,26 @@ def torch_randomness(facts: Facts):
     """The first thing that makes this program's results depend on torch's generator, or None.
 
     Building modules counts unless the program only evaluates weights it loads: no training
-    and a checkpoint (or only pretrained models) behind every module.
+    and a checkpoint (or only pretrained models) behind every module. Their dropout layers
+    then do not count either: they draw only in a training-mode forward pass.
     """
-    for occurrence in facts.of(Kind.DRAW, Kind.RANDOMNESS):
-        return occurrence
     inits = facts.of(Kind.MODULE_INIT)
+    # A fresh adapter matters only to training: LoRA's default leaves B at zero, so the
+    # model computes what its base does until B is trained (a LoftQ notebook replaces it).
+    evaluated = [o for o in inits if o.detail[:1] != ADAPTER]
+    loaded_only = not facts.has(Kind.TRAINING) and (
+        facts.has(Kind.CHECKPOINT) or bool(evaluated) and all(o.detail == ("pretrained",) for o in evaluated)
+    )
+    for occurrence in facts.of(Kind.DRAW, Kind.RANDOMNESS):
+        if not (loaded_only and occurrence.detail == DROPOUT):
+            return occurrence
     if not inits:
         return None
     if facts.has(Kind.TRAINING):
         return inits[0]
-    # A fresh adapter matters only to training: LoRA's default leaves B at zero, so the
-    # model computes what its base does until B is trained (a LoftQ notebook replaces it).
-    inits = [o for o in inits if o.detail[:1] != ADAPTER]
-    if not inits or facts.has(Kind.CHECKPOINT) or all(o.detail == ("pretrained",) for o in inits):
+    if not evaluated or loaded_only:
         return None
-    return inits[0]
+    return evaluated[0]
 
 
 def seeds_torch(facts: Facts) -> bool:

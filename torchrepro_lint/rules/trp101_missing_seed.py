@@ -29,14 +29,18 @@ class MissingSeed(Rule):
         "A program that seeds only `random`/NumPy but not torch gets TRP101 (torch is what is "
         "missing), never TRP102 as well. A program that seeds only with `torch.cuda.manual_seed*` "
         "gets TRP106 instead. The `__main__` block of a module that project code imports (a model "
-        "file's smoke test) is only reported when it builds an optimizer. Building modules does not count as "
-        "randomness when the program only evaluates loaded weights (a checkpoint, `from_pretrained`, "
+        "file's smoke test) is only reported when it builds an optimizer. Building modules (and their dropout layers, "
+        "which draw only in a training-mode forward pass) does not count as randomness when the "
+        "program only evaluates loaded weights (a checkpoint, `from_pretrained`, "
         "torchvision `weights=`, and no training), and a tensor drawn only as the example input of "
         "`torch.jit.trace`/`torch.onnx.export` is not a draw that shapes any result; a program that "
         "exports a model (ONNX, TorchScript, `torch.export`) and does not train is not reported. "
         "A PEFT adapter initialised at random (`get_peft_model(model, LoraConfig(...))`; TRP105 "
         "says which inits draw) builds parameters like a module. Hugging Face's trainers and a "
-        "project's subclasses of them seed (`args.seed`); `accelerate.Accelerator` does not."
+        "project's subclasses of them seed (`args.seed`); `accelerate.Accelerator` does not. A "
+        "`seed_everything(...)` method of an object the linter cannot place (`fabric` as a "
+        "parameter of the function given to `fabric.launch`) is taken as Lightning Fabric's, "
+        "which seeds torch, NumPy and random."
     )
     hazards = (
         Example(
@@ -116,6 +120,19 @@ if __name__ == "__main__":
     model = nn.Linear(3, 3)
 ''',
             "Seeded through a framework helper",
+        ),
+        Example(
+            '''import lightning as L
+import torch.nn as nn
+
+def train(fabric):
+    fabric.seed_everything(7)
+    model = fabric.setup(nn.Linear(3, 3))
+
+if __name__ == "__main__":
+    L.Fabric(accelerator="cpu").launch(train)
+''',
+            "Lightning Fabric's `seed_everything`, on the object `launch` hands the function",
         ),
         Example(
             '''from torchvision import transforms

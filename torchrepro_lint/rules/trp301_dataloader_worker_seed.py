@@ -72,8 +72,10 @@ class DataLoaderWorkerSeed(Rule):
         "(a parameter, a call's result) silences the rule, as does `*args`. Project subclasses "
         "of DataLoader and PyTorch Geometric's loaders count, by keyword only; a subclass whose "
         "own code passes `generator`/`worker_init_fn` is trusted. A loader built in a Lightning "
-        "(data)module is not reported when the project calls `seed_everything(..., workers=True)`: "
-        "Lightning then adds its own worker_init_fn. Severity is a note when every "
+        "(data)module is not reported when the project calls `seed_everything(..., workers=True)`, "
+        "or Fabric's `fabric.seed_everything(...)` (whose `workers` defaults to True) in a project "
+        "that passes loaders through `fabric.setup_dataloaders`: Lightning then adds its own "
+        "worker_init_fn. Severity is a note when every "
         "program that runs the call's function seeds torch (the stream is reproducible, but "
         "fragile), a warning otherwise. For a method no program is seen calling (a framework "
         "hook), the programs that reach its module decide; for a plain function nobody calls, "
@@ -263,14 +265,20 @@ def make_loader(ds, seed):
         )
         if derives_from(context.project, module, "@." + path, LIGHTNING_MODULES) is None:
             return False
+        fabric_seeds = False  # Fabric's seed_everything, whose `workers` defaults to True
+        loaders_set_up = False  # ... which only `fabric.setup_dataloaders` acts on
         for other in context.project.modules.values():
             for site in other.index.calls:
-                name = site.qualname or (site.node.func.attr.value if isinstance(site.node.func, cst.Attribute) else "")
+                method = site.node.func.attr.value if isinstance(site.node.func, cst.Attribute) else ""
+                name = site.qualname or method
+                loaders_set_up = loaders_set_up or method == "setup_dataloaders"
                 if name.rsplit(".", 1)[-1] == "seed_everything":
                     workers = arg(site.node, 1, "workers")
                     if isinstance(workers, cst.Name) and workers.value == "True":
                         return True
-        return False
+                    fabric = site.qualname is None or site.qualname.endswith("Fabric.seed_everything")
+                    fabric_seeds = fabric_seeds or (fabric and workers is None)
+        return fabric_seeds and loaders_set_up
 
     def _message(self, workers: cst.BaseExpression, seeded: bool | None, module) -> str:
         text = " ".join(module.source.module.code_for_node(workers).split())

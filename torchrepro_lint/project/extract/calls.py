@@ -33,6 +33,8 @@ from torchrepro_lint.project.known_apis import (
     DEFERRED_RANDOMNESS,
     DEVICE_ARGUMENT_CALLS,
     DEVICE_PROBES,
+    DROPOUT,
+    FABRIC_SEED_EVERYTHING,
     HF_TRAINING_ARGUMENTS,
     LIGHTNING_FABRIC,
     LIGHTNING_TRAINER,
@@ -52,6 +54,8 @@ from torchrepro_lint.project.known_apis import (
     Helper,
     Kind,
 )
+
+DROPOUT_MODULES = ("torch.nn.Dropout", "torch.nn.AlphaDropout", "torch.nn.FeatureAlphaDropout")
 
 # Roots that are never project code: calls into them are classified, not followed.
 EXTERNAL_ROOTS = frozenset(
@@ -101,6 +105,11 @@ class CallLowering:
                 shown = config_shown(self.index, adapter, node)
                 effect(Kind.MODULE_INIT, detail=ADAPTER_OF_TRAINER if shown else ADAPTER_OF_TRAINER_WHEN_GIVEN)
             self.helper_effects(site, self.helpers[q], out)
+        elif q is None and method == "seed_everything" and not _on_self(node.func.value):
+            # `fabric.seed_everything(7)`: Lightning Fabric's method. Its receiver is rarely in
+            # view (a parameter of the function given to `fabric.launch`), and a method of that
+            # name that leaves torch unseeded was not found in any training code read.
+            self.helper_effects(site, self.helpers[FABRIC_SEED_EVERYTHING], out)
         elif q and q.endswith(".__init__") and self._seeding_class(q[: -len(".__init__")]):
             self.helper_effects(site, self.helpers[q[: -len(".__init__")]], out)  # `Trainer.__init__(self, ...)`
         elif q in PEFT_ADAPTER_CALLS:
@@ -161,7 +170,7 @@ class CallLowering:
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
             effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
         elif q in DEFERRED_RANDOMNESS or _is_random_transform(q):
-            effect(Kind.RANDOMNESS)
+            effect(Kind.RANDOMNESS, detail=DROPOUT if q.startswith(DROPOUT_MODULES) else ())
         elif q == "torch.utils.data.DataLoader":
             shuffle = _arg(node, 2, "shuffle")
             if shuffle is not None and not is_false(shuffle) and not is_none(shuffle):
@@ -551,6 +560,13 @@ _INSPECTING_BUILTINS = frozenset(
     {"builtins.print", "builtins.str", "builtins.repr", "builtins.getattr", "builtins.hasattr", "builtins.isinstance"}
 )
 _PROBE_KINDS = frozenset({Kind.DRAW, Kind.CUDA, Kind.MODULE_INIT})
+
+
+def _on_self(receiver: cst.BaseExpression) -> bool:
+    """`self.method()` / `super().method()`: the project's own method, which the interpreter follows."""
+    if isinstance(receiver, cst.Name):
+        return receiver.value in ("self", "cls")
+    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"
 
 
 def _project_name(qualname: str | None) -> bool:
