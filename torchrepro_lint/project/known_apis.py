@@ -77,8 +77,9 @@ DEFERRED_RANDOMNESS = frozenset(
         "torch.nn.FeatureAlphaDropout",
     }
 )
-# RANDOMNESS detail of a dropout module: it draws only in a training-mode forward pass
+# RANDOMNESS detail of a dropout module (of those above): it draws only in a training-mode forward
 DROPOUT = ("dropout",)
+DROPOUT_MODULES = ("torch.nn.Dropout", "torch.nn.AlphaDropout", "torch.nn.FeatureAlphaDropout")  # (prefixes)
 RANDOM_TRANSFORM_PREFIXES = ("torchvision.transforms.", "torchvision.transforms.v2.")
 RANDOM_TRANSFORMS = frozenset(
     "ColorJitter RandAugment AutoAugment TrivialAugmentWide AugMix GaussianBlur ElasticTransform".split()

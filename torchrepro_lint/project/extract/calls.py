@@ -34,6 +34,7 @@ from torchrepro_lint.project.known_apis import (
     DEVICE_ARGUMENT_CALLS,
     DEVICE_PROBES,
     DROPOUT,
+    DROPOUT_MODULES,
     FABRIC_SEED_EVERYTHING,
     HF_TRAINING_ARGUMENTS,
     LIGHTNING_FABRIC,
@@ -54,8 +55,6 @@ from torchrepro_lint.project.known_apis import (
     Helper,
     Kind,
 )
-
-DROPOUT_MODULES = ("torch.nn.Dropout", "torch.nn.AlphaDropout", "torch.nn.FeatureAlphaDropout")
 
 # Roots that are never project code: calls into them are classified, not followed.
 EXTERNAL_ROOTS = frozenset(
