@@ -230,6 +230,31 @@ def test_trp602_order_free_uses(lint):
     ) == set()
 
 
+def test_trp602_sets_grown_with_augmented_set_operators(lint):
+    # Regression (torchtune's fusion models): names of trainable parameters gathered with `|=`
+    # and only tested with `in` afterwards; `|=` keeps a set, it copies nothing into a list.
+    source = """def set_trainable(model, names):
+    for name, param in model.named_parameters():
+        param.requires_grad_(name in names)
+
+
+def freeze(model, encoder_trainable, head_names):
+    names = set()
+    if encoder_trainable:
+        names |= {f"encoder.{n}" for n, _ in model.named_parameters()}
+    names -= {f"head.{n}" for n in head_names}
+    set_trainable(model, names)
+
+
+def vocabulary(lines):
+    words = set()
+    for line in lines:
+        words |= {w.lower() for w in line.split()}
+    return {w: i for i, w in enumerate(words)}
+"""
+    assert lines(lint, source, "TRP602") == {18}
+
+
 def test_trp602_sets_built_by_add_and_reported_once(lint):
     assert lines(
         lint,

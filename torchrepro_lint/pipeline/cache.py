@@ -35,7 +35,7 @@ FORMAT = 9  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn target
 # 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
 # 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
 # reads are not lowered (lowering.live), reads of IR parts; 9: `<object>.seed_everything()` seeds (Fabric),
-# dropout modules' RANDOMNESS says so (known_apis.DROPOUT)
+# dropout modules' RANDOMNESS says so (known_apis.DROPOUT), seed names through assignments
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

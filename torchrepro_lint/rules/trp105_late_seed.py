@@ -17,7 +17,9 @@ class LateSeed(Rule):
     fix = "Move the seeding call before the first model construction or random draw."
     decisions = (
         "Reported at the seeding call in the entry program (the call of the helper that seeds, "
-        "when seeding happens in another module). Constructing a DataLoader, a sampler or an "
+        "when seeding happens in another module). A draw whose value becomes the seed is no late "
+        "seed, also through the seeding function's assignments (`seed = broadcast(drawn).item(); "
+        "torch.manual_seed(seed + rank)`, torchtune's `set_seed()` without a seed). Constructing a DataLoader, a sampler or an "
         "optimizer draws nothing yet. Loading a checkpoint over a freshly built model makes its "
         "random init irrelevant. A draw matters only when what it drew outlives the seed: "
         "`from_pretrained` of a transformers task model whose head is made for the user's labels "

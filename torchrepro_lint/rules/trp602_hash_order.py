@@ -36,7 +36,7 @@ class HashOrder(Rule):
         "Order-sensitive: `list`/`tuple`/list comprehensions whose result is then used or "
         "escapes, indexing, `enumerate`, `zip`, `next()`, `.pop()`, a first-match loop, "
         "accumulating in a loop, index maps built in iteration order. Not reported: `sorted`, "
-        "`len`, `in`, `sum`/`min`/`max`, set algebra, loops with order-free bodies, dict/set "
+        "`len`, `in`, `sum`/`min`/`max`, set algebra (also `|=`, `-=`), loops with order-free bodies, dict/set "
         "comprehensions keyed by the element, `str.join` (text only)."
     )
     # A candidate set is a set display or comprehension (`{`), a call resolving to

@@ -19,6 +19,8 @@ from torchrepro_lint.analysis.syntax import assign_targets, int_value, method_na
 
 
 HAZARD, SORTED, SAFE, UNKNOWN = "hazard", "sorted", "safe", "unknown"
+# Augmented set operators: `acc |= more` keeps a set (`+=` copies into a list, in its order)
+_SET_AUGMENTED = (cst.BitOrAssign, cst.BitAndAssign, cst.SubtractAssign, cst.BitXorAssign)
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,8 @@ class OrderFlow:
         if isinstance(parent, cst.AugAssign) and parent.target is node:
             return self._end(state, SAFE, node)  # `acc += more`: the accumulator itself
         if isinstance(parent, cst.AugAssign) and parent.value is node:
+            if isinstance(parent.operator, _SET_AUGMENTED):  # `acc |= more`: a set still, in hash order
+                return self._into(parent.target, parent, state, depth)
             return self._into(parent.target, parent, self._step(state, node, materialized=True), depth)
         if isinstance(parent, cst.BinaryOperation):
             if isinstance(parent.operator, (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)):
