@@ -595,6 +595,45 @@ def f(x: torch.Tensor):
     assert "only from torch 2.12" in pool_message("2.11")
 
 
+RESIZING_MODEL = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class PositionEmbedding(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.embedding = nn.Parameter(torch.zeros(1, 8, size, size))
+        self._register_load_state_dict_pre_hook(self._load_hook)
+
+    @torch.no_grad()
+    def _load_hook(self, state_dict, prefix, *args):
+        stored = state_dict[prefix + "embedding"]
+        state_dict[prefix + "embedding"] = self._resize_position_embedding(stored, self.embedding.shape[-1])
+
+    @staticmethod
+    def _resize_position_embedding(embedding, size):
+        return F.interpolate(embedding, size=(size, size), mode="bilinear")
+
+    def forward(self, x):
+        return x + self.embedding
+"""
+
+
+def test_trp401_resizing_methods_of_a_no_grad_load_hook(lint):
+    """Regression (torchtune's CLIP position embeddings): the resize runs in a no_grad
+    load_state_dict hook, and only a test calls it otherwise."""
+    test = "from model import PositionEmbedding\n\ndef test_resize():\n    PositionEmbedding._resize_position_embedding(None, 4)\n"
+    result = lint({"model.py": RESIZING_MODEL, "tests/test_model.py": test}, {"select": ["TRP401"]})
+    assert reported(result, lint.root) == set()
+    # called from forward, with gradients: its backward runs
+    in_forward = RESIZING_MODEL.replace(
+        "return x + self.embedding", "return x + self._resize_position_embedding(self.embedding, x.shape[-1])"
+    )
+    result = lint({"model.py": in_forward}, {"select": ["TRP401"]})
+    assert reported(result, lint.root) == {("model.py", 19, "TRP401")}
+
+
 def test_trp402_grid_sample_cudnn_path_before_2_12(lint):
     """torch 2.11's cuDNN sampler neither raises nor repeats (tests/catalog/cuda/): the message says so."""
     source = """import torch

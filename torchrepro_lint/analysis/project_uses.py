@@ -159,6 +159,10 @@ class ProjectUses:
         self._memo[key] = result
         return result
 
+    def in_tests(self, module) -> bool:
+        """The module is test code (a `tests/` directory, `test_*.py`, `conftest.py`)."""
+        return _test_code(self._relative(module))
+
     def _relative(self, module):
         try:
             return module.path.relative_to(self.project.root)

@@ -46,7 +46,9 @@ GRAD_DECISIONS = (
     "an input argument of `forward` of a "
     "top-level model (built by the project outside any `nn.Module`, test code aside), which is "
     "data; and in never-referenced module-level helpers named like weight resizing "
-    "(`resize_pos_embed`, `resample_abs_pos_embed`), which resize checkpoints."
+    "(`resize_pos_embed`, `resample_abs_pos_embed`), which resize checkpoints, and in methods so "
+    "named that the project calls only without gradients (from a `@torch.no_grad()` "
+    "load_state_dict hook), tests aside."
 )
 
 # Why the op varies run to run, by catalogue entry id (short: it goes in parentheses).

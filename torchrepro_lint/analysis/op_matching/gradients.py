@@ -393,6 +393,8 @@ class RequiresGrad:
                 return False
             if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer.name.value):
                 return False
+        if self._resizing_method_of_loading(node):
+            return False
         helper = self._plain_class(node)
         if helper is not None and self.uses is not None and self.module is not None:
             # a helper object (not an nn.Module) that the project only builds and uses in code
@@ -403,6 +405,37 @@ class RequiresGrad:
             if all(self.grad.no_grad_reason(c) for c in call.instance_calls):
                 return False
         return True
+
+    def _resizing_method_of_loading(self, node: cst.CSTNode) -> bool:
+        """A method named like weight resizing (`_resize_position_embedding`) that the project
+        calls only without gradients (from a `@torch.no_grad()` load_state_dict hook, say), tests
+        aside: it resizes checkpoint tensors (torchtune's CLIP position embeddings)."""
+        method = self.index.enclosing(node, cst.FunctionDef)
+        if method is None or not isinstance(self.index.parents.get(self.index.parents.get(method)), cst.ClassDef):
+            return False  # (a method's parent is its class body, whose parent is the class)
+        name = method.name.value
+        if not WEIGHT_RESIZE_NAME.search(name):
+            return False
+        if self.uses is None or self.module is None:
+            return self._called_only_without_grad(self.index, self.grad, name) is True
+        found = False
+        for other in self.uses.project.modules_mentioning(name):
+            if other is not self.module and self.uses.in_tests(other):
+                continue
+            grad = self.grad if other is self.module else GradContext(other.index, other.source.path.as_posix())
+            answer = self._called_only_without_grad(other.index, grad, name)
+            if answer is False:
+                return False
+            found = found or answer is True
+        return found
+
+    @staticmethod
+    def _called_only_without_grad(index: ModuleIndex, grad: GradContext, name: str) -> bool | None:
+        """Whether every `<x>.name(...)` call in the module runs without gradients; None if none."""
+        calls = [c.node for c in index.calls if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == name]
+        if not calls:
+            return None
+        return all(grad.no_grad_reason(call) for call in calls)
 
     def _plain_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The module-level class whose method holds `node`, when it is not an nn.Module (or
