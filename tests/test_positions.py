@@ -73,11 +73,13 @@ match command:
         pass
 ''',
     "form feed and CRLF": "x = 1\r\n\x0c\r\ndef g():\r\n    return torch.rand(2)\r\n",
+    "statements sharing lines": "a = (1,\n     2); b = 3\nif a: c = 1\nfor i in a: pass; d = 2\ndef f():\n    return [a,\n  4]; e = 5\n",
 }
 
 
+@pytest.mark.parametrize("whole_tree", [True, False], ids=["whole tree", "statement by statement"])
 @pytest.mark.parametrize("name", sorted(TRICKY))
-def test_every_node_placed_like_libcst(name):
+def test_every_node_placed_like_libcst(name, whole_tree):
     source = SourceFile(__import__("pathlib").Path(f"{name}.py"), TRICKY[name].lstrip("\n"))
     ModuleIndex(source)
     whole = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -85,7 +87,10 @@ def test_every_node_placed_like_libcst(name):
     assert len(nodes) > 10
     fast = 0
     for node in nodes:
-        spans = StatementSpans(source.text, source.module, ast.parse(source.text), source.parents)
+        if whole_tree:
+            spans = StatementSpans(source.text, source.module, ast.parse(source.text), source.parents)
+        else:
+            spans = StatementSpans(source.text, source.module, None, source.parents, bounds=source._statement_bounds)
         assert spans.span(node) == _span(whole[node], 0), type(node).__name__
         fast += spans._whole is None
     assert fast > len(nodes) // 2  # the fast path placed most of them (and was checked above)
@@ -100,10 +105,16 @@ def test_fast_path_is_taken_for_a_call_in_a_method():
     assert spans._whole is None  # the whole module's positions were never computed
 
 
-def test_a_source_compiles_its_cpython_tree_only_to_place_a_finding():
-    source = SourceFile(__import__("pathlib").Path("m.py"), TRICKY["nested blocks"].lstrip("\n"))
+def test_a_source_compiles_only_the_statement_whose_block_holds_a_finding():
+    text = "import torch\n\nx = torch.ones(\n    3)\n\n" + TRICKY["nested blocks"].lstrip("\n") + "\ny = [i for i in range(3)]\n"
+    source = SourceFile(__import__("pathlib").Path("m.py"), text)
     index = ModuleIndex(source)
     assert source.syntax_tree is None  # parsing checked the syntax but kept no CPython tree
-    call = next(site.node for site in index.calls if source.module.code_for_node(site.node).startswith("torch.randn"))
-    assert source.span(call) == (13, 29, 13, 43)
-    assert source.syntax_tree is not None and source._spans._whole is None  # placed by the fast path
+    calls = {source.module.code_for_node(site.node).split("(")[0]: site.node for site in index.calls}
+    whole = MetadataWrapper(source.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert source.span(calls["torch.ones"]) == _span(whole[calls["torch.ones"]], 0) == (3, 5, 4, 7)
+    assert source.span(calls["range"]) == _span(whole[calls["range"]], 0)
+    assert source._spans.top._compiled == {}  # top-level statements: their lines were known
+    assert source.span(calls["torch.randn"]) == _span(whole[calls["torch.randn"]], 0) == (18, 29, 18, 43)
+    assert set(source._spans.top._compiled) == {3}  # the class around the call, alone
+    assert source.syntax_tree is None and source._spans._whole is None  # placed by the fast path

@@ -4,9 +4,11 @@ LibCST's PositionProvider regenerates the code of the entire module to place any
 costs about as much as parsing it (0.3 s for a large model file). A finding needs the place of
 a few nodes, so we generate only the innermost statement around each one:
 
-- CPython's tree (already built by the syntax gate in source.py) gives that statement's first
-  line: statement lists correspond one to one, except that a LibCST line `a = 1; b = 2` holds
-  two CPython statements;
+- CPython's tree gives that statement's first line: statement lists correspond one to one,
+  except that a LibCST line `a = 1; b = 2` holds two CPython statements. The syntax gate in
+  source.py compiles the whole text once and keeps only the lines of each top-level statement
+  (`statement_bounds`); a statement is compiled alone, from its lines, only to go into its
+  block (`_Pieces`);
 - LibCST positions inside a pruned copy of the module, where each enclosing block keeps only
   the statement on the way down, give the rest. Indentation is generated as in the real file,
   so columns are exact and rows are off by a constant we read from the statement's start.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+from array import array
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -46,9 +49,16 @@ class _Unmapped(Exception):
 
 
 class StatementSpans:
-    def __init__(self, text: str, module: cst.Module, syntax_tree: ast.Module | None, parents: dict | None, offsets=None) -> None:
-        self.text, self.module, self.tree, self.parents = text, module, syntax_tree, parents
-        self.offsets = offsets  # lines to add per top-level statement of `syntax_tree` (recompile.py)
+    def __init__(
+        self, text: str, module: cst.Module, syntax_tree: ast.Module | None, parents: dict | None, offsets=None, bounds=None
+    ) -> None:
+        """`offsets`: lines to add per top-level statement of `syntax_tree` (server/recompile.py);
+        without a tree, `bounds` (statement_bounds) gives the top-level statements piece by piece."""
+        self.text, self.module, self.parents = text, module, parents
+        if syntax_tree is not None:
+            self.top = _Whole(syntax_tree, offsets)
+        else:
+            self.top = _Pieces(text, bounds, self._text_lines) if bounds is not None else None
         self._lines: list[str] | None = None
         self._pruned: dict[int, tuple[cst.CSTNode, object, int]] = {}  # id(statement) -> positions
         self._whole = None
@@ -62,7 +72,7 @@ class StatementSpans:
             return _span(self._whole[node], 0)
 
     def _fast(self, node: cst.CSTNode) -> Span:
-        if self.tree is None or self.parents is None:
+        if self.top is None or self.parents is None:
             raise _Unmapped
         chain = [node]
         while chain[-1] in self.parents:
@@ -71,26 +81,32 @@ class StatementSpans:
             raise _Unmapped
         chain.reverse()  # the module, its statement, ..., node
         blocks: list[cst.CSTNode] = []  # compound statements we went into
-        cst_body, ast_body, at = self.module.body, self.tree.body, 1
+        cst_body, ast_body, at = self.module.body, None, 1  # (ast_body: None at the top level)
         offset = 0
         while True:
             statement = chain[at]
             index = _ast_index(cst_body, statement)
-            ast_statement = ast_body[index]
-            if at == 1 and self.offsets is not None:
-                offset = self.offsets[index]
             expected = _BLOCKS.get(type(statement))
+            inner = at + 2 < len(chain) and expected is not None and chain[at + 1] is statement.body
+            inner = inner and type(statement.body) is cst.IndentedBlock
+            if ast_body is None and not inner:  # a top-level statement: its first line is known
+                compound = self.top.is_compound(index)
+                if expected is not None and not compound or type(statement) is cst.SimpleStatementLine and compound:
+                    raise _Unmapped
+                first_line = self.top.first_line(index)
+                break
+            ast_statement, offset = self.top.statement(index) if ast_body is None else (ast_body[index], offset)
             if expected is not None and not isinstance(ast_statement, expected):
                 raise _Unmapped
             if type(statement) is cst.SimpleStatementLine and isinstance(ast_statement, _COMPOUND_AST):
                 raise _Unmapped
-            inner = at + 2 < len(chain) and expected is not None and chain[at + 1] is statement.body
-            if inner and type(statement.body) is cst.IndentedBlock:
+            if inner:
                 blocks.append(statement)
                 cst_body, ast_body, at = statement.body.body, ast_statement.body, at + 2
                 continue
+            first_line = _first_line(ast_statement) + offset
             break
-        positions, start = self._positions_around(statement, blocks, _first_line(ast_statement) + offset)
+        positions, start = self._positions_around(statement, blocks, first_line)
         return _span(positions[node], start)
 
     def _positions_around(self, statement: cst.CSTNode, blocks: list[cst.CSTNode], first_line: int):
@@ -104,13 +120,90 @@ class StatementSpans:
         pruned = self.module.with_changes(body=[child])
         positions = MetadataWrapper(pruned, unsafe_skip_copy=True).resolve(PositionProvider)
         row = positions[statement].start.line
-        if self._lines is None:
-            self._lines = _physical_lines(self.text)
-        if _physical_lines(pruned.code)[row - 1] != self._lines[first_line - 1]:
+        if _physical_lines(pruned.code)[row - 1] != self._text_lines()[first_line - 1]:
             raise _Unmapped
         offset = first_line - row
         self._pruned[id(statement)] = (statement, positions, offset)
         return positions, offset
+
+    def _text_lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = _physical_lines(self.text)
+        return self._lines
+
+
+def statement_bounds(tree: ast.Module) -> array:
+    """The first and last line of each top-level statement of CPython's tree, and whether it is
+    compound, three numbers each: what placing a node needs of the tree outside the statement
+    around it. A few numbers per statement, where the tree takes 30-80 times the text."""
+    out = array("i")
+    for statement in tree.body:
+        out.extend((_first_line(statement), statement.end_lineno, isinstance(statement, _COMPOUND_AST)))
+    return out
+
+
+class _Whole:
+    """CPython's tree of the whole text (and lines to add per top-level statement, if any)."""
+
+    def __init__(self, tree: ast.Module, offsets) -> None:
+        self.body, self.offsets = tree.body, offsets
+
+    def statement(self, index: int) -> tuple[ast.stmt, int]:
+        return self.body[index], self.offsets[index] if self.offsets is not None else 0
+
+    def first_line(self, index: int) -> int:
+        statement, offset = self.statement(index)
+        return _first_line(statement) + offset
+
+    def is_compound(self, index: int) -> bool:
+        return isinstance(self.body[index], _COMPOUND_AST)
+
+
+class _Pieces:
+    """The top-level statements from their lines (statement_bounds), each compiled alone when a
+    node inside its block is placed: placing one node in torch's largest module (1.4 MB, a
+    statement 11,000 lines long) compiled all of it, a 44 MB tree held and about 100 MB more for
+    a moment, in the middle of a run. Statements that share a line (`a = 1; b = 2`, or one
+    ending where the next begins) are compiled together; anything unexpected compiles the
+    whole text."""
+
+    def __init__(self, text: str, bounds: array, lines) -> None:
+        self.text, self.bounds, self.lines = text, bounds, lines  # lines(): the text's lines, without endings
+        self._compiled: dict[int, tuple[ast.stmt, int]] = {}  # index -> (statement, lines to add)
+
+    def first_line(self, index: int) -> int:
+        return self.bounds[3 * index]
+
+    def is_compound(self, index: int) -> bool:
+        return bool(self.bounds[3 * index + 2])
+
+    def statement(self, index: int) -> tuple[ast.stmt, int]:
+        found = self._compiled.get(index)
+        if found is None:
+            self._compile_around(index)
+            found = self._compiled[index]
+        return found
+
+    def _compile_around(self, index: int) -> None:
+        first, last, count = self.first_line, lambda i: self.bounds[3 * i + 1], len(self.bounds) // 3
+        if not 0 <= index < count:
+            raise IndexError(index)
+        low = high = index
+        while low > 0 and last(low - 1) >= first(low):
+            low -= 1
+        while high + 1 < count and first(high + 1) <= last(high):
+            high += 1
+        piece = "\n".join(self.lines()[first(low) - 1 : last(high)])
+        try:
+            body = compile(piece, "<piece>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True).body
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
+            body = []
+        if len(body) == high - low + 1 and all(_first_line(s) + first(low) - 1 == first(low + i) for i, s in enumerate(body)):
+            for i, statement in enumerate(body):
+                self._compiled[low + i] = (statement, first(low) - 1)
+        else:  # not as the whole text's compile had it: compile the whole text
+            whole = compile(self.text, "<text>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True).body
+            self._compiled = {i: (statement, 0) for i, statement in enumerate(whole)}
 
 
 def _ast_index(cst_body, statement) -> int:

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import tokenize
+from array import array
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -171,8 +172,9 @@ def resolved(path: Path) -> Path:
 class SourceFile:
     path: Path  # as given or discovered; used for display
     text: str
-    # CPython's tree (statement lines for spans), made when a finding is placed; and, set by
-    # ModuleIndex, the child -> parent map of the LibCST tree.
+    # CPython's tree (statement lines for spans): the language server's, or made when a finding
+    # is placed in a text parsed without `_statement_bounds`; and, set by ModuleIndex, the
+    # child -> parent map of the LibCST tree.
     syntax_tree: ast.Module | None = field(default=None, repr=False)
     # Lines to add to each top-level statement's line numbers in `syntax_tree` (None: none), for
     # a tree the language server compiled in part (server/recompile.py)
@@ -180,6 +182,8 @@ class SourceFile:
     parents: dict | None = field(default=None, repr=False)
     _spans: StatementSpans | None = field(default=None, repr=False)
     _compiles: bool = field(default=False, repr=False)  # CPython's parser accepted it
+    # Where each top-level statement is (positions.statement_bounds), kept from the first parse
+    _statement_bounds: array | None = field(default=None, repr=False)
 
     @cached_property
     def resolved_path(self) -> Path:
@@ -196,7 +200,15 @@ class SourceFile:
         Raises ParseFailure.
         """
         if not self._compiles:
-            self._compile()  # not kept: CPython's tree is needed only where a finding is placed
+            # Not kept: of CPython's tree, placing findings needs only where each top-level
+            # statement is (positions.py compiles one alone to go into its block). With the one
+            # future import that changes parsing, the whole text is compiled then instead.
+            from torchrepro_lint.pipeline.positions import statement_bounds
+
+            tree = self._compile()
+            if "barry_as_FLUFL" not in self.text:
+                self._statement_bounds = statement_bounds(tree)
+            del tree
             self._compiles = True
         import libcst as cst
 
@@ -249,9 +261,10 @@ class SourceFile:
             from torchrepro_lint.pipeline.positions import StatementSpans
 
             tree = self.module
-            if self.syntax_tree is None:
+            if self.syntax_tree is None and self._statement_bounds is None:
                 self.syntax_tree, self.syntax_offsets = self._compile(), None
-            self._spans = StatementSpans(self.text, tree, self.syntax_tree, self.parents, self.syntax_offsets)
+            bounds = self._statement_bounds
+            self._spans = StatementSpans(self.text, tree, self.syntax_tree, self.parents, self.syntax_offsets, bounds)
         return self._spans.span(node)
 
     def is_suppressed(self, code: str, row: int) -> bool:
