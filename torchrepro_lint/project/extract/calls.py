@@ -15,7 +15,7 @@ import libcst as cst
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import arg as _arg
-from torchrepro_lint.analysis.syntax import evaluated_string, subtree
+from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws, config_shown
@@ -335,16 +335,16 @@ class CallLowering:
         return (self._code(arg), tuple(sorted(self._names_flowing_into(arg, node))))
 
     def _names_flowing_into(self, expr: cst.BaseExpression, node: cst.Call) -> set[str]:
-        """The names `expr` reads, and those their assignments in the same function read, and so
+        """The names `expr` reads, and those their assignments in the same scope read, and so
         on: `seed = broadcast(drawn).item(); local = seed + rank; manual_seed(local)` seeds from
-        `drawn` (torchtune's set_seed draws a seed when none is given). Order is not looked at:
-        a name assigned anywhere in the function counts, which can only widen the trap."""
+        `drawn` (torchtune's set_seed draws a seed when none is given). A name's last assignment
+        in the scope is the one the index keeps; unpacked names are not followed."""
         names = {n.value for n in _names_in(expr)}
-        owner = self.index.enclosing(node, cst.FunctionDef) or self.index.module
-        assigned = _assignments(owner)
+        bindings = self.index.enclosing_scope(node).bindings
         frontier = list(names)
         while frontier:
-            for value in assigned.get(frontier.pop(), ()):
+            value = bindings.get(frontier.pop())
+            if isinstance(value, cst.CSTNode):
                 for read in _names_in(value):
                     if read.value not in names:
                         names.add(read.value)
@@ -679,31 +679,6 @@ def _mentions(expr: cst.CSTNode, name: str) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value == name
     return any(_mentions(child, name) for child in expr.children)
-
-
-def _assignments(owner: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
-    """Name -> the values assigned to it in `owner`'s body (nested functions and classes apart)."""
-    found: dict[str, list[cst.BaseExpression]] = {}
-    for node in subtree(owner, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-        if isinstance(node, cst.Assign):
-            targets, value = [t.target for t in node.targets], node.value
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.NamedExpr)) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        for target in targets:
-            for name in _target_names(target):  # (`a, b = f(x)`: each gets f(x))
-                found.setdefault(name, []).append(value)
-    return found
-
-
-def _target_names(target: cst.BaseExpression):
-    """The plain names an assignment binds (`x`, `a, (b, c)`; not `self.x` or `d[k]`)."""
-    if isinstance(target, cst.Name):
-        yield target.value
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from _target_names(element.value)
 
 
 def _names_in(expr: cst.CSTNode):
