@@ -79,7 +79,7 @@ DEFERRED_RANDOMNESS = frozenset(
 )
 # RANDOMNESS detail of a dropout module (of those above): it draws only in a training-mode forward
 DROPOUT = ("dropout",)
-DROPOUT_MODULES = ("torch.nn.Dropout", "torch.nn.AlphaDropout", "torch.nn.FeatureAlphaDropout")  # (prefixes)
+DROPOUT_MODULES = frozenset(name for name in DEFERRED_RANDOMNESS if "Dropout" in name)
 RANDOM_TRANSFORM_PREFIXES = ("torchvision.transforms.", "torchvision.transforms.v2.")
 RANDOM_TRANSFORMS = frozenset(
     "ColorJitter RandAugment AutoAugment TrivialAugmentWide AugMix GaussianBlur ElasticTransform".split()

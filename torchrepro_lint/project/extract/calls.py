@@ -169,7 +169,7 @@ class CallLowering:
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
             effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
         elif q in DEFERRED_RANDOMNESS or _is_random_transform(q):
-            effect(Kind.RANDOMNESS, detail=DROPOUT if q.startswith(DROPOUT_MODULES) else ())
+            effect(Kind.RANDOMNESS, detail=DROPOUT if q in DROPOUT_MODULES else ())
         elif q == "torch.utils.data.DataLoader":
             shuffle = _arg(node, 2, "shuffle")
             if shuffle is not None and not is_false(shuffle) and not is_none(shuffle):
