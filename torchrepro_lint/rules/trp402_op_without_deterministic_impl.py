@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.syntax import arg, string_value
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.rules._ops import EVIDENCE_DECISIONS, GRAD_DECISIONS, advice, det_mode_status, matches, where, why
 from torchrepro_lint.catalog import load_catalog
@@ -16,19 +17,14 @@ CUDNN_GRID_SAMPLER_RAISES_FROM = (2, 12)
 
 def _takes_cudnn_sampler(call: cst.Call) -> bool:
     """`align_corners=True` given, `mode` / `padding_mode` left at bilinear / zeros."""
-    values = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    for position, name in enumerate(("input", "grid", "mode", "padding_mode", "align_corners")):
-        if position < len(positional):
-            values.setdefault(name, positional[position])
 
-    def left_at(name: str, default: str) -> bool:
-        value = values.get(name)
-        return value is None or isinstance(value, cst.SimpleString) and value.evaluated_value == default
+    def left_at(position: int, name: str, default: str) -> bool:
+        value = arg(call, position, name)
+        return value is None or string_value(value) == default
 
-    align = values.get("align_corners")
+    align = arg(call, 4, "align_corners")
     return (isinstance(align, cst.Name) and align.value == "True"
-            and left_at("mode", "bilinear") and left_at("padding_mode", "zeros"))
+            and left_at(2, "mode", "bilinear") and left_at(3, "padding_mode", "zeros"))
 
 
 class OpWithoutDeterministicImpl(Rule):
@@ -227,10 +223,10 @@ def top3(scores: torch.Tensor):
             if status.strict is not None and silent_cudnn:
                 severity = Severity.ERROR  # deterministic mode is claimed and silently not given
                 message = (
-                    f"{head}: with a 4-D input it takes cuDNN's sampler, which in torch %d.%d does not raise under "
-                    f"the deterministic mode enabled at {where(context, status.strict)} but still varies run to run "
-                    f"(a 5-D input raises); there is no deterministic alternative: keep the sampled input out "
-                    f"of the graph, or accept the variation{tail}" % version
+                    f"{head}: with a 4-D input it takes cuDNN's sampler, which in torch {version[0]}.{version[1]} does "
+                    f"not raise under the deterministic mode enabled at {where(context, status.strict)} but still "
+                    f"varies run to run (a 5-D input raises); there is no deterministic alternative: keep the "
+                    f"sampled input out of the graph, or accept the variation{tail}"
                 )
             elif status.strict is not None:
                 severity = Severity.ERROR
