@@ -589,3 +589,22 @@ def test_refs_shifted_by_an_edit_above_re_run_the_programs_that_walked_the_funct
         assert found == _fresh_findings(tmp_path, session)
         assert _interpreted(session) == interpreted
         assert found.get(train, []) == []
+
+
+def test_open_only_runs_per_file_rules_on_the_open_buffers_and_keeps_their_findings(tmp_path: Path):
+    # The editor shows open documents only: checking every other file's cached per-file results
+    # on each edit was wasted work. The open file's findings must be the full analysis's.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    helper = (tmp_path / "helper.py").resolve()
+    helper.write_text("import torch\n\ntorch.seed()\n")
+    train = (tmp_path / "train.py").resolve()
+    train.write_text("import torch\nimport helper\n\nmodel = torch.nn.Linear(2, 2)\ntorch.seed()\n")
+    session = Workspace(tmp_path, persistent=False).open(train, train.read_text())
+    everything = session.analyse()
+    assert [f.code for f in everything.findings[helper]] == ["TRP104"]
+    assert [f.code for f in everything.findings[train]] == ["TRP101", "TRP104"]
+    session.buffers[train] = train.read_text() + "torch.seed()\n"
+    open_only = session.analyse(open_only=True)
+    assert helper not in open_only.findings  # a per-file rule's finding in a file not open
+    assert [(f.code, f.row) for f in open_only.findings[train]] == [("TRP101", 1), ("TRP104", 5), ("TRP104", 6)]
+    assert open_only.findings[train] == session.analyse().findings[train]

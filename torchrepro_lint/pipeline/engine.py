@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
@@ -82,6 +83,7 @@ def lint_sources(
     jobs: int = 1,
     statistics: Statistics | None = None,
     progress=NO_PROGRESS,
+    checked: Collection[str] | None = None,
 ) -> LintResult:
     """Lint (path, text-or-None) pairs; None means read the file from disk (a SourceFile in
     place of the text is used as it is).
@@ -90,6 +92,8 @@ def lint_sources(
     one file at a time passes one that reuses modules it parsed before. `cache` is the persistent
     cache (cache.py); with `jobs` > 1 the per-file rules run in that many processes.
     `progress` (progress.py) hears of each file parsed, program run and file checked.
+    `checked`: the display paths (POSIX) whose per-file rules run, None for every linted file
+    (the language server asks for its open documents only: it shows no other file's findings).
     """
     stats = statistics if statistics is not None else Statistics()
     parses_before = PARSES[0]
@@ -164,6 +168,7 @@ def lint_sources(
             hub.share_program_rules(program_checker.uncached(), program_checker.check)
         checker = ModuleChecker(context, module_rules, cache, configuration, store, stats, budget)
         checker.progress = progress
+        checker.only = frozenset(checked) if checked is not None else None
         findings += checker.run(jobs, hub)
         result.errors += checker.errors
         program_findings, program_errors = program_checker.run(hub.program_rules_done if hub is not None else None)

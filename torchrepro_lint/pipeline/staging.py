@@ -536,6 +536,7 @@ class ModuleChecker:
     """Runs the per-file rules on every linted module, reusing cached findings where valid."""
 
     progress = NO_PROGRESS  # progress.py: the engine sets the run's own
+    only: frozenset[str] | None = None  # the display paths to check (the engine's `checked`), None: all
 
     def __init__(self, context, rules, cache, configuration: str, store, stats, budget) -> None:
         self.context, self.rules, self.cache = context, rules, cache
@@ -552,6 +553,8 @@ class ModuleChecker:
         findings: list[Finding] = []
         todo: list[ProjectModule] = []
         linted = project.linted_modules
+        if self.only is not None:
+            linted = [module for module in linted if module.source.path.as_posix() in self.only]
         self.progress.start("checked", len(linted))
         for module in linted:
             if not any_may_fire(self.rules, module.source.text):

@@ -96,7 +96,7 @@ class TorchReproServer(LanguageServer):
         """Analyse the project and publish what changed, and always for the `edited` URIs (of
         documents, of notebook cells, or of a notebook: then for each of its cells)."""
         try:
-            analysis = session.analyse()
+            analysis = session.analyse(open_only=True)
         except ConfigError as exc:
             message = f"torchrepro-lint: {exc}; no findings until it is fixed"
             if message not in self._config_errors:

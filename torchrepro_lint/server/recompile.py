@@ -63,11 +63,10 @@ def _recompiled(path: Path, previous: Compiled, text: str) -> Compiled | None:
     middle = "".join(new[begin:end])
     if "__future__" in middle or "barry_as_FLUFL" in text or begin < 2 < len(new) and ("coding" in new[0] or "coding" in new[1]):
         return None  # (where a statement stands, the one future import that changes parsing, an encoding: whole)
-    try:
-        tree = compile(middle, str(path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    try:  # (behind `begin` empty lines, its line numbers are the text's: no renumbering walk)
+        tree = compile("\n" * begin + middle, str(path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return None
-    ast.increment_lineno(tree, begin)
     statements = [*body[:kept], *tree.body, *body[after:]]
     shifted = (*offsets[:kept], *(0,) * len(tree.body), *(offset + delta for offset in offsets[after:]))
     return Compiled(text, ast.Module(body=statements, type_ignores=[]), shifted)

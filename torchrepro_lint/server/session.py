@@ -68,6 +68,7 @@ class ProjectSession:
         self._syntax: dict[Path, Compiled] = {}  # open documents: CPython's tree of the last good text
         self._parsed: dict[Path, ParsedText] = {}  # open documents: the last text LibCST parsed, and its tree
         self._texts: dict[Path, tuple] = {}  # files on disk: path -> (stat, text)
+        self._displays: dict[Path, Path] = {}  # path -> display(path), asked for every file on every edit
         self._config: tuple | None = None  # (pyproject stat, Config)
         self._listing = None
         # Import candidates missing on disk, kept between analyses (project/index.py); a new set
@@ -121,6 +122,7 @@ class ProjectSession:
             if listing is None or any(_mtime(d) != m for d, m in listing.dirs.items()):
                 listing = self._listing = list_project(self.root, config)
                 self.absent = set()
+                self._displays = {}
             listed, members = listing.files, listing.members
         extra = [p for p in self.buffers if p not in members and p.name.endswith(LINTED_SUFFIXES)]
         return [*listed, *sorted(extra, key=lambda p: p.as_posix())]
@@ -140,15 +142,22 @@ class ProjectSession:
 
     def display(self, path: Path) -> Path:
         """How `check`, run from the server's working directory, names the file."""
-        try:
-            return path.relative_to(self.cwd)
-        except ValueError:
-            return path
+        found = self._displays.get(path)
+        if found is None:
+            try:
+                found = path.relative_to(self.cwd)
+            except ValueError:
+                found = path
+            self._displays[path] = found
+        return found
 
     # -- analysis ---------------------------------------------------------------------------
-    def analyse(self) -> Analysis:
+    def analyse(self, *, open_only: bool = False) -> Analysis:
         """Every linted file's findings, with the open buffers in place of the files. Raises
-        ConfigError for a broken configuration."""
+        ConfigError for a broken configuration. `open_only`: the per-file rules run on the open
+        buffers alone (an editor shows no other file's findings; checking the others' cached
+        results cost 7-12 ms of an edit on pytorch-image-models), so the other files get their
+        program rules' findings only."""
         from torchrepro_lint.pipeline.engine import PARSE_ERROR, lint_sources, selection_from
 
         config = self.config()
@@ -177,7 +186,8 @@ class ProjectSession:
             indexes.append(ProjectIndex(root, helpers, absent=absent, reusable=reusable, recorded_before=self._recorded))
             return indexes[-1]
 
-        result = lint_sources(sources, config, cache=self.cache, statistics=statistics, make_index=make_index)
+        checked = [self.display(path).as_posix() for path in self.buffers] if open_only else None
+        result = lint_sources(sources, config, cache=self.cache, statistics=statistics, make_index=make_index, checked=checked)
         self._modules = indexes[-1].modules if indexes else {}
         self._recorded = indexes[-1].recorded if indexes else None
         self.cache.end_run()
