@@ -818,6 +818,27 @@ class Net(nn.Module):
     assert rows(lint, source, "TRP403") == {13}
 
 
+
+def test_trp403_p_from_a_parameter_defaulting_to_zero_is_the_callers_choice(lint):
+    # A diffusion sampler's opt-in noise dropout: `training=self.training` would switch it off in
+    # the eval-mode sampling it exists for. A parameter with a nonzero default, or none, is still
+    # reported: nothing there says dropping after eval() is wanted.
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Diffusion(nn.Module):
+    def sample_step(self, x, temperature=1.0, noise_drop=0.0):
+        noise = torch.randn_like(x) * temperature
+        if noise_drop > 0.0:
+            noise = F.dropout(noise, p=noise_drop)
+        return x + noise
+
+    def forward(self, x, drop=0.1, other=None):
+        return F.dropout(x, drop) + F.dropout(x, other)
+"""
+    assert rows(lint, source, "TRP403") == {13}
+
 # -- argument shapes (issue 16): what the code fixes, and unknowns that cannot change the verdict
 def test_pad_list_of_names_has_a_known_length(lint):
     source = """import torch.nn.functional as F

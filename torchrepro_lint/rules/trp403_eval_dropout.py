@@ -36,7 +36,9 @@ class EvalDropout(Rule):
         "Lightning module, or defining `forward`), where `model.eval()` is expected to switch "
         "dropout off; a free function is left alone. Not reported: an explicit `training=` (any "
         "value: `training=True` is a deliberate choice, e.g. Monte Carlo dropout), a `p` / "
-        "`dropout_p` that is 0 (a literal or a local constant), calls gated by `self.training` (an "
+        "`dropout_p` that is 0 (a literal or a local constant), a `p` taken from a parameter of the "
+        "method that defaults to 0 (nothing drops unless a caller asks, as a sampler's noise dropout "
+        "does: the fix would undo that choice), calls gated by `self.training` (an "
         "enclosing `if`, a conditional expression, a local variable assigned from one, or an earlier "
         "`if not self.training: return`), `dropout_p` taken from a parameter of the enclosing "
         "function (the caller decides), a `**kwargs` that may carry `training`, and Lightning's "
@@ -137,6 +139,21 @@ class Selu(nn.Module):
 ''',
             "Gated by `self.training`; `alpha_dropout` defaults to `training=False`",
         ),
+        Example(
+            '''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Sampler(nn.Module):
+    @torch.no_grad()
+    def step(self, x, jitter_drop=0.0):
+        jitter = torch.randn_like(x)
+        if jitter_drop > 0:
+            jitter = F.dropout(jitter, p=jitter_drop)
+        return x + jitter
+''',
+            "`p` from a parameter that defaults to 0: dropping only when a caller asks for it",
+        ),
     )
 
     def check_module(self, module, context):
@@ -149,7 +166,8 @@ class Selu(nn.Module):
                 continue
             if argument(call, 2, "training") is not ABSENT:
                 continue  # given, or maybe given through **kwargs
-            if _zero(possible_values(index, argument(call, 1, "p"))):
+            p = argument(call, 1, "p")
+            if _zero(possible_values(index, p)) or self._opt_in_parameter(index, p, method):
                 continue
             if self._gated(index, call, method):
                 continue
@@ -230,6 +248,15 @@ class Selu(nn.Module):
                 if reaching is not None and self._value_mentions_training(index, reaching, depth + 1):
                     return True
         return False
+
+    def _opt_in_parameter(self, index, value, method) -> bool:
+        """`p=noise_dropout` where `noise_dropout` is a parameter of the method that defaults to 0:
+        nothing drops unless a caller asks for it, so the dropping is the caller's choice (a
+        sampler's noise dropout), and `training=self.training` would silently undo it."""
+        if not isinstance(value, cst.Name):
+            return False
+        param = flow(index).parameter(value)
+        return param is not None and param.default is not None and _zero(possible_values(index, param.default))
 
     def _from_parameter(self, index, value, method) -> bool:
         """`dropout_p=dropout_p` (or a local copy of it) where it is a parameter: the caller decides."""
