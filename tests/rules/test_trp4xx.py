@@ -666,6 +666,67 @@ if __name__ == "__main__":
     assert set(new) == {5, 6, 7, 8, 9} and not any("cuDNN" in message for message in new.values())
 
 
+
+# -- a branch a helper takes for one value of its parameter (dispatch.py) -------------------
+POOLS = """import torch.nn as nn
+
+def pool_nd(dims, *args, **kwargs):
+    if dims == 1:
+        return nn.AvgPool1d(*args, **kwargs)
+    elif dims == 2:
+        return nn.AvgPool2d(*args, **kwargs)
+    elif dims == 3:
+        return nn.AvgPool3d(*args, **kwargs)
+    raise ValueError(dims)
+
+
+def pool_for(x, shape="flat", size=2):
+    if shape in ("cube", "volume"):
+        return nn.AvgPool3d(size)(x)
+    return nn.AvgPool2d(size)(x)
+"""
+
+
+def test_an_op_in_a_dimension_branch_is_reported_only_where_a_caller_takes_the_branch(lint):
+    # An image model passes 2 (or a variable set from its config): the 3-D pool is never built.
+    images = """import torch.nn as nn
+from layers import pool_nd, pool_for
+
+class Down(nn.Module):
+    def __init__(self, dims=2):
+        super().__init__()
+        self.op = pool_nd(dims, kernel_size=2)
+        self.flat = pool_nd(2, kernel_size=2)
+        self.extra = pool_nd(*(3,), kernel_size=2)
+
+    def forward(self, x):
+        return self.op(x) + self.flat(x) + pool_for(x) + pool_for(x, "square")
+"""
+    assert rows(lint, {"layers.py": POOLS, "model.py": images}, "TRP402") == set()
+
+
+@pytest.mark.parametrize(
+    "call",
+    ["pool_nd(3, kernel_size=2)", "pool_nd(dims=3, kernel_size=2)", "layers.pool_nd(3, 2)"],
+)
+def test_a_literal_that_selects_the_branch_reports_it(lint, call):
+    video = f"""import torch.nn as nn
+import layers
+from layers import pool_nd
+
+class Down(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.op = {call}
+"""
+    assert rows(lint, {"layers.py": POOLS, "model.py": video}, "TRP402") == {9}
+
+
+def test_a_value_in_a_tested_tuple_or_the_default_selects_the_branch(lint):
+    volume = POOLS.replace('shape="flat"', 'shape="cube"')
+    assert rows(lint, {"layers.py": volume, "model.py": "from layers import pool_for\n\ny = pool_for(None)\n"}, "TRP402") == {15}
+    assert rows(lint, {"layers.py": POOLS, "model.py": "from layers import pool_for\n\ny = pool_for(None, 'volume')\n"}, "TRP402") == {15}
+
 # -- TRP403 ----------------------------------------------------------------------------------
 def test_trp403_module_detection_and_gating(lint):
     source = """import torch

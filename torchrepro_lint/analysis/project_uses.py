@@ -18,6 +18,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.op_matching.dispatch import Branch, arguments_of_calls, selected
 from torchrepro_lint.analysis.op_matching.gradients import GradContext, module_level_function
 from torchrepro_lint.project.summaries import summary, summary_kind
 
@@ -105,6 +106,11 @@ def _uses_of(module, name: str) -> tuple[Use, ...]:
     return uses_in(module.index, module.source.path.as_posix(), name)
 
 
+@summary_kind("call arguments")
+def _call_arguments_of(module, name: str) -> tuple:
+    return arguments_of_calls(module.index, name)
+
+
 class ProjectUses:
     """The project questions of the op rules, answered from per-module summaries."""
 
@@ -158,6 +164,16 @@ class ProjectUses:
                 break
         self._memo[key] = result
         return result
+
+    def branch_selected(self, module, branch: Branch) -> bool:
+        """A call somewhere in the project takes `module`'s function `branch.function` into the
+        branch (dispatch.py): a literal that selects it, or a default that does."""
+        name = branch.function
+        for other in self.project.modules_mentioning(name):
+            calls = [c for c in summary(other, "call arguments", name) if self._is_definition(other, c[0], module, name)]
+            if selected(branch, calls):
+                return True
+        return False
 
     def in_tests(self, module) -> bool:
         """The module is test code (a `tests/` directory, `test_*.py`, `conftest.py`)."""

@@ -30,6 +30,9 @@ Refinements the catalogue states in words but not as predicates: sums of ones or
 (``scatter_add_`` counting degrees) and writes of one constant through duplicate indices give the
 same result in any order (``order_independent``); ``cumsum`` needs a 1-D input.
 
+A call in the branch of a parameter test (``if dims == 3: nn.AvgPool3d(...)`` in a module-level
+helper) is matched only where a call in the project selects that branch (``dispatch.py``).
+
 Unknown is not a match (precision before recall), with two exceptions that the catalogue's own
 facts make safe: entries of one rule whose only unknown is the input's number of dims and that
 together cover every valid number (``interpolate(mode="area")`` raises for 3-, 4- and 5-D input),
@@ -48,6 +51,7 @@ import libcst as cst
 from torchrepro_lint.analysis import tensor_evidence as te
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.op_matching.calls import TENSOR_METHOD, ApiCall, as_api
+from torchrepro_lint.analysis.op_matching.dispatch import selecting_branch
 from torchrepro_lint.analysis.op_matching.gradients import GradContext, RequiresGrad
 from torchrepro_lint.analysis.op_matching.order_independent import EXACT_SUM_ENTRIES, SAME_VALUE_ENTRIES, OrderIndependence
 from torchrepro_lint.analysis.op_matching.values import ABSENT, UNKNOWN, Values, argument, display_length, passes
@@ -134,10 +138,19 @@ class _Matcher:
         out: list[OpMatch] = []
         for site in self.index.calls:
             call = as_api(site, self.index, self.ops, self.methods)
-            if call is None:
+            if call is None or not self._branch_taken(site):
                 continue
             out.extend(self._match(call))
         return out
+
+    def _branch_taken(self, site: CallSite) -> bool:
+        """False for a call built under `if <parameter> == <literal>` of a function that no call
+        in the project is shown to take there (dispatch.py)."""
+        branch = selecting_branch(self.index, site.node)
+        if branch is None:
+            return True
+        uses, module = self.requires_grad.uses, self.requires_grad.module
+        return uses is not None and module is not None and uses.branch_selected(module, branch)
 
     # -- matching ---------------------------------------------------------------------------
     def _match(self, call: ApiCall) -> list[OpMatch]:
