@@ -71,6 +71,32 @@ def test_trp401_deterministic_mode_enabled_by_a_project_helper(lint):
     assert rows(lint, files, "TRP401") == set()
 
 
+
+POOL3D_MODEL = "import torch.nn as nn\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.pool = nn.AvgPool3d(2)\n"
+CPU_TESTS = (
+    "import os\nimport torch\nfrom model import Net\n\nos.environ['CUDA_VISIBLE_DEVICES'] = {value!r}\n"
+    "torch.use_deterministic_algorithms(True)\nnet = Net()\n"
+)
+
+
+@pytest.mark.parametrize("value, severity", [("", Severity.WARNING), ("-1", Severity.WARNING), ("0", Severity.ERROR)])
+def test_deterministic_mode_of_a_program_that_hides_the_gpus_does_not_make_a_cuda_op_raise(lint, value, severity):
+    # open_clip's tests hide the GPUs and enable deterministic mode: on the CPU a CUDA-only op
+    # cannot raise, so the training program's view (no deterministic mode) decides the level.
+    files = {
+        "model.py": POOL3D_MODEL,
+        "tests/test_net.py": CPU_TESTS.format(value=value),
+        "train.py": "from model import Net\n\nif __name__ == '__main__':\n    Net()\n",
+    }
+    [finding] = findings(lint(files, {"select": ["TRP402"]}), "TRP402")
+    assert finding.severity == severity
+
+
+def test_a_cuda_op_run_only_by_programs_that_hide_the_gpus_is_not_reported(lint):
+    files = {"model.py": POOL3D_MODEL, "tests/test_net.py": CPU_TESTS.format(value="")}
+    assert rows(lint, files, "TRP402") == set()
+    assert rows(lint, {**files, "train.py": "from model import Net\n\nNet()\n"}, "TRP402") == {6}
+
 # -- TRP401: what counts as the op ------------------------------------------------------------
 def test_trp401_name_resolution_aliases_and_a_user_function_of_the_same_name(lint):
     source = """import torch.nn as tnn

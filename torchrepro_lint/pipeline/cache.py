@@ -30,12 +30,13 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 9  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+FORMAT = 10  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
 # 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
 # 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
 # 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
 # reads are not lowered (lowering.live), reads of IR parts; 9: `<object>.seed_everything()` seeds (Fabric),
-# dropout modules' RANDOMNESS says so (known_apis.DROPOUT), seed names through assignments
+# dropout modules' RANDOMNESS says so (known_apis.DROPOUT), seed names through assignments;
+# 10: CUDA_VISIBLE_DEVICES assignments keep their value (programs that hide every GPU)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

@@ -181,18 +181,29 @@ class DetModeStatus:
     strict: tuple | None  # (program, occurrence) enabling deterministic mode without warn_only
     warn_only: tuple | None  # (program, occurrence) enabling it with warn_only
     without: list  # programs reaching the module that never enable it
+    cpu_only: bool = False  # programs reach the module, and every one of them hides the GPUs
 
     @property
     def always_on(self) -> bool:
         return bool(self.programs) and not self.without
 
 
-def det_mode_status(module, context) -> DetModeStatus:
-    programs = context.programs_reaching(module)
+def hides_gpus(facts) -> bool:
+    """The program sets `CUDA_VISIBLE_DEVICES` to "" or "-1" (test suites do, to run on the
+    CPU): no CUDA kernel runs in it, so neither a CUDA op's variation nor its raising."""
+    return any(o.detail[1:2] in (("",), ("-1",)) and o.detail[0] == "CUDA_VISIBLE_DEVICES" for o in facts.of(Kind.ENV_SET))
+
+
+def det_mode_status(module, context, cuda: bool = False) -> DetModeStatus:
+    """How the programs that run `module` set deterministic mode; with `cuda` (a CUDA-only
+    entry), of those that can run CUDA kernels (hides_gpus)."""
+    reaching = programs = context.programs_reaching(module)
+    if cuda:
+        programs = [p for p in programs if not hides_gpus(p.facts)]
     strict = next(((p, o) for p in programs for o in p.facts.of(Kind.DET_MODE)), None)
     warn = next(((p, o) for p in programs for o in p.facts.of(Kind.DET_MODE_WARN)), None)
     without = [p for p in programs if not p.facts.has(Kind.DET_MODE, Kind.DET_MODE_WARN)]
-    return DetModeStatus(programs, strict, warn, without)
+    return DetModeStatus(programs, strict, warn, without, bool(reaching) and not programs)
 
 
 def where(context, pair) -> str:

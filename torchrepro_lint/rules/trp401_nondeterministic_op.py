@@ -36,7 +36,9 @@ class NondeterministicOp(Rule):
         "(module-form ops such as `nn.Upsample(mode='bilinear')` or `nn.ReflectionPad2d` at their "
         "construction) unless every program that runs the module enables deterministic mode "
         "(`warn_only=True` counts: the deterministic implementations are used then too); code that "
-        "no program reaches is reported. " + EVIDENCE_DECISIONS + " Ops nondeterministic only on "
+        "no program reaches is reported. A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or "
+        "`\"-1\"` (a test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does "
+        "not count, and code that only such programs reach is not reported. " + EVIDENCE_DECISIONS + " Ops nondeterministic only on "
         "the CPU (`index_put_` / `put_` with `accumulate=True`) need a tensor shown to be on the "
         "CPU. Sums whose order cannot matter are not reported: adding ones (counting, node "
         "degrees) or integers with `scatter_add_` / `index_add_`; nor are writes of one constant "
@@ -188,12 +190,11 @@ class Encoder3d(nn.Module):
         found = matches(module, context, self.code)
         if not found:
             return
-        status = det_mode_status(module, context)
-        if status.always_on:
-            return
+        statuses = {cuda: det_mode_status(module, context, cuda) for cuda in (False, True)}
         raising = raising_calls(module, context)
         for match in found:
-            if id(match.site.node) in raising:
+            status = statuses[match.entry.device == "cuda"]
+            if status.always_on or status.cpu_only or id(match.site.node) in raising:
                 continue
             yield context.report(
                 self,

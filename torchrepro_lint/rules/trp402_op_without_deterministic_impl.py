@@ -49,7 +49,7 @@ class OpWithoutDeterministicImpl(Rule):
     decisions = (
         "Level: error when a program that runs the module enables deterministic mode without "
         "`warn_only` (the call will raise), otherwise warning; the message says which case and "
-        "where the mode is enabled. Every matching call is reported, reachable or not (but see helper branches below). The op list "
+        "where the mode is enabled. Every matching call is reported, reachable or not (but see helper branches below). A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or `\"-1\"` (a test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does not count, neither its deterministic mode nor its reaching the op. The op list "
         "is the package's catalogue for `torch-version`, so version-gated facts follow it: "
         "`kthvalue` raises only before 2.10, `MaxPool3d(return_indices=True)` before 2.12 (verified on CUDA for 2.11.0), "
         "bilinear/trilinear `interpolate` and `ReflectionPad2d` no longer raise through their Python "
@@ -205,10 +205,13 @@ def top3(scores: torch.Tensor):
         found = matches(module, context, self.code)
         if not found:
             return
-        status = det_mode_status(module, context)
+        statuses = {cuda: det_mode_status(module, context, cuda) for cuda in (False, True)}
         version = context.config.torch_version
         for match in found:
             entry = match.entry
+            status = statuses[entry.device == "cuda"]
+            if status.cpu_only:
+                continue  # only programs that hide the GPUs run it: no CUDA kernel does
             backward = entry.phases == ("backward",)
             impl = "no deterministic" + ("" if entry.device in ("any", "cpu") else " CUDA") + " implementation"
             impl += " of its backward" if backward else ""

@@ -198,7 +198,7 @@ class Lowering(CallLowering):
             elif isinstance(target, cst.Subscript) and self.index.resolve(target.value) == "os.environ":
                 key = _subscript_string(target)
                 if key:
-                    out.append(ir.Effect(Kind.ENV_SET, self.ref(node), detail=(key,)))
+                    out.append(ir.Effect(Kind.ENV_SET, self.ref(node), detail=_env_detail(key, value)))
             elif isinstance(target, cst.Name):
                 if isinstance(value, cst.Call):
                     callee = self.index.resolve(value.func)
@@ -394,3 +394,13 @@ def _assigned_names(node: cst.CSTNode) -> tuple[str, ...]:
     if isinstance(node, cst.AnnAssign) and isinstance(node.target, cst.Name):
         return (node.target.value,)
     return ()
+
+
+def _env_detail(key: str, value: cst.BaseExpression) -> tuple:
+    """An ENV_SET's detail: the variable, and for CUDA_VISIBLE_DEVICES its literal value (a
+    program that sets it to "" or "-1" hides every GPU: rules/_ops.py)."""
+    if key == "CUDA_VISIBLE_DEVICES":
+        value = literal_value(value, MISSING)
+        if isinstance(value, str):
+            return (key, value.strip())
+    return (key,)
