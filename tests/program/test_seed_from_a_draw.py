@@ -49,3 +49,35 @@ def test_a_seed_not_drawn_from_that_draw_is_still_late(lint):
     body = "noise = drawn * 2\n    torch.manual_seed(1234)"
     result = lint({"seeding.py": HELPER.format(body=body), "train.py": MAIN}, {"select": ["TRP105"]})
     assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}
+
+
+EDM_LIKE = '''import numpy as np
+import torch
+import torch.nn as nn
+
+
+def training_loop(seed=0):
+    np.random.seed(seed % (1 << 31))
+    torch.manual_seed(np.random.randint(1 << 31))
+    return nn.Linear(2, 2)
+
+
+if __name__ == "__main__":
+    options = {{}}
+    {before}
+    chosen_seed = torch.randint(1 << 31, size=[])
+    options["seed"] = int(chosen_seed)
+    training_loop(**options)
+'''
+
+
+def test_a_draw_into_a_seed_variable_is_seed_material_wherever_the_value_goes(lint):
+    # EDM draws its run seed when none is given and hands it through a config dict to a loop
+    # that seeds NumPy with it and torch from NumPy: no route the names could follow.
+    result = lint({"train.py": EDM_LIKE.format(before="pass")}, {"select": ["TRP105"]})
+    assert reported(result, lint.root) == set()
+
+
+def test_a_model_built_before_a_drawn_seed_is_still_a_late_seed(lint):
+    result = lint({"train.py": EDM_LIKE.format(before="model = nn.Linear(4, 4)")}, {"select": ["TRP105"]})
+    assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}

@@ -19,7 +19,9 @@ class LateSeed(Rule):
         "Reported at the seeding call in the entry program (the call of the helper that seeds, "
         "when seeding happens in another module). A draw whose value becomes the seed is no late "
         "seed, also through the seeding function's assignments (`seed = broadcast(drawn).item(); "
-        "torch.manual_seed(seed + rank)`, torchtune's `set_seed()` without a seed). Constructing a DataLoader, a sampler or an "
+        "torch.manual_seed(seed + rank)`, torchtune's `set_seed()` without a seed), and so is a draw "
+        "assigned to a variable whose name says seed (`seed = torch.randint(1 << 31, size=[])`), "
+        "whichever way its value then reaches the seeding call (a config dict, NumPy's generator). Constructing a DataLoader, a sampler or an "
         "optimizer draws nothing yet. Loading a checkpoint over a freshly built model makes its "
         "random init irrelevant. A draw matters only when what it drew outlives the seed: "
         "`from_pretrained` of a transformers task model whose head is made for the user's labels "
@@ -138,6 +140,25 @@ if __name__ == "__main__":
     torch.manual_seed(seed)
 ''',
             "A draw whose value becomes the seed",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+
+
+def train(config):
+    np.random.seed(config["seed"])
+    torch.manual_seed(np.random.randint(1 << 31))
+    return torch.nn.Linear(4, 4)
+
+
+if __name__ == "__main__":
+    config = {}
+    run_seed = torch.randint(1 << 31, size=[])
+    config["seed"] = int(run_seed)
+    train(config)
+''',
+            "A seed drawn at random, handed on in a config and seeding torch through NumPy",
         ),
         Example(
             '''import torch

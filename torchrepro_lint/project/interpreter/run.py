@@ -205,7 +205,7 @@ class Interpreter:
                     self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
             return state.evolve(torch_seeded=True, consumed=None)
         if kind in (Kind.DRAW, Kind.MODULE_INIT):
-            if not state.torch_seeded and state.consumed is None and self.ordered:
+            if not state.torch_seeded and state.consumed is None and self.ordered and not _draws_a_seed(effect):
                 return state.evolve(consumed=occurrence)
             return state
         if kind == Kind.CHECKPOINT:
@@ -505,3 +505,10 @@ def _stored_on(receiver: str | None, frame: Frame) -> dict:
 
 
 _FRESH = PathState()
+
+
+def _draws_a_seed(effect: ir.Effect) -> bool:
+    """A draw assigned to a seed's variable (`seed = torch.randint(1 << 31, size=[])`) makes the
+    seed, whatever route the value takes to the seeding call (EDM hands it to its training loop
+    in a config dict, which then seeds NumPy with it and torch from NumPy): not a consumption."""
+    return effect.kind == Kind.DRAW and any("seed" in name.lower() for name in effect.detail if isinstance(name, str))
