@@ -120,6 +120,23 @@ def f(x):
     ) == set()
 
 
+
+def test_broadcast_to_the_shape_of_an_empty_tensor_whose_view_is_discarded(lint):
+    # EDM's constant(): `tensor, _ = torch.broadcast_tensors(tensor, torch.empty(shape))` uses the
+    # empty tensor's shape only. Keeping its view (or not unpacking) still reads the memory.
+    assert check(
+        lint,
+        """import torch
+
+def constant(value, shape):
+    tensor = torch.as_tensor(value)
+    tensor, _ = torch.broadcast_tensors(tensor, torch.empty(shape))
+    kept, scratch = torch.broadcast_tensors(tensor, torch.empty(shape))
+    both = torch.broadcast_tensors(tensor, torch.empty(shape))
+    return tensor, scratch.sum(), both
+""",
+    ) == {6, 7}
+
 def test_zero_size_and_data_constructors(lint):
     assert check(
         lint,

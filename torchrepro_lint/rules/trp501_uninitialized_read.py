@@ -92,7 +92,8 @@ class UninitializedRead(Rule):
         "attribute of that name (an `apply(init_fn)` function touching `.weight` counts), and "
         "no loop over `.parameters()` initializes parameters. Not reported: legacy constructors "
         "unless their arguments are sizes (two or more, or provably integers); zero-size "
-        "allocations; metadata (`.shape`, `.size()`, `len`, `*_like`, `type_as` as argument); "
+        "allocations; metadata (`.shape`, `.size()`, `len`, `*_like`, `type_as` as argument, `broadcast_tensors` "
+        "whose view of it is unpacked into `_`); "
         "`addmm`-family calls with `beta=0`; anything passed to a non-torch function, to "
         "`torch.distributed` (collectives write their buffers), returned, yielded, stored in a "
         "container, or registered with `register_buffer`/`register_parameter`; partial or "
@@ -421,6 +422,8 @@ class _Tracker:
             return (INIT if first is arg_node else STOP), call
         if qualname in BETA_FUNCTIONS and call.args and call.args[0] is arg_node and _beta_zero(call):
             return NEUTRAL, call
+        if qualname == "torch.broadcast_tensors" and _view_discarded(self.data.parents, call, arg_node):
+            return NEUTRAL, call  # its shape only: `t, _ = torch.broadcast_tensors(t, torch.empty(shape))`
         if qualname and _reading_torch(qualname):
             return READ, call
         if isinstance(func, cst.Attribute) and not (qualname or "").startswith(("torch.", "@.", "builtins.")):
@@ -542,6 +545,22 @@ def _whole(subscript: cst.Subscript) -> bool:
         elif not (isinstance(inner, cst.Index) and isinstance(inner.value, cst.Ellipsis)):
             return False
     return True
+
+
+def _view_discarded(parents, call: cst.Call, arg_node: cst.Arg) -> bool:
+    """`broadcast_tensors` gives a view of each argument: the one of `arg_node` is unpacked into
+    `_`, so only the argument's shape was used (EDM broadcasts a constant to a shape this way)."""
+    if any(arg.star for arg in call.args):
+        return False
+    position = next(i for i, arg in enumerate(call.args) if arg is arg_node)
+    statement = parents.get(call)
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return False
+    target = statement.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(call.args):
+        return False
+    element = target.elements[position]
+    return isinstance(element, cst.Element) and isinstance(element.value, cst.Name) and element.value.value == "_"
 
 
 def _beta_zero(call: cst.Call) -> bool:
