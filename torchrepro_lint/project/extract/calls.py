@@ -56,6 +56,11 @@ from torchrepro_lint.project.known_apis import (
     Kind,
 )
 
+# A draw given to these as the initial value is a module's random init (_initializes_parameter),
+# and so are torch.nn.init's fills and in-place fills of a `.weight` / `.bias` (_fills_weights)
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+INIT_FUNCTIONS = "torch.nn.init."
+
 # Roots that are never project code: calls into them are classified, not followed.
 EXTERNAL_ROOTS = frozenset(
     "torch numpy random os sys builtins time math datetime json logging argparse typing "
@@ -164,6 +169,8 @@ class CallLowering:
         elif q in TORCH_DRAWS:
             if _own_generator(node):
                 pass  # `generator=g`: draws from g, not from torch's global generator
+            elif q.startswith(INIT_FUNCTIONS) or self._initializes_parameter(node):
+                effect(Kind.MODULE_INIT)  # what a checkpoint loaded later replaces, like a layer's init
             elif not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
                 effect(Kind.DRAW, detail=targets)
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
@@ -230,7 +237,9 @@ class CallLowering:
         elif method is not None and (q is None or not q.startswith(("numpy.", "random."))):
             # Methods recognised by name on receivers we cannot type.
             if method in TENSOR_RANDOM_METHODS:
-                if not _own_generator(node):
+                if _fills_weights(node):
+                    effect(Kind.MODULE_INIT)  # `m.weight.data.normal_(0, 0.02)`: an init, as above
+                elif not _own_generator(node):
                     effect(Kind.DRAW, detail=targets)
             elif method == "cuda":
                 effect(Kind.CUDA)
@@ -350,6 +359,20 @@ class CallLowering:
                         names.add(read.value)
                         frontier.append(read.value)
         return names
+
+    def _initializes_parameter(self, node: cst.Call) -> bool:
+        """`nn.Parameter(torch.randn(n, d) / d ** 0.5)`: the draw is a parameter's initial value
+        (open_clip's attention pool), as much a module's random init as `nn.Linear(...)`'s."""
+        child: cst.CSTNode = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.BinaryOperation, cst.UnaryOperation)):
+                child = ancestor
+                continue
+            if isinstance(ancestor, cst.Arg) and ancestor.value is child and ancestor.keyword is None:
+                call = self.index.parents.get(ancestor)
+                return isinstance(call, cst.Call) and call.args[0] is ancestor and self.index.resolve(call.func, call) in PARAMETER_CLASSES
+            return False
+        return False
 
     def _feeds_seed(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
         """A draw inside a seeding call's arguments is the seed, not a consumption."""
@@ -687,3 +710,17 @@ def _names_in(expr: cst.CSTNode):
         return
     for child in expr.children:
         yield from _names_in(child)
+
+
+def _fills_weights(node: cst.Call) -> bool:
+    """`<...>.weight.normal_(...)`, `<...>.bias.data.uniform_(...)`: a layer's parameters filled
+    in place (an init method's way), with no generator of its own (which would not draw from
+    torch's)."""
+    receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
+    if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+        receiver = receiver.value
+    return (
+        isinstance(receiver, cst.Attribute)
+        and (receiver.attr.value.endswith("weight") or receiver.attr.value == "bias")
+        and not _own_generator(node)
+    )
