@@ -293,6 +293,8 @@ class CallLowering:
                 instance = f"<{built}()>"  # a name no Python variable has
                 out.append(ir.Assign(instance, ir.Instance(built)))
                 out.append(call(instance, node.func.attr.value))
+        elif q is None and isinstance(node.func, cst.Name):
+            out.extend(self._bound_method_calls(node.func, node, call))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
         for arg in node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
@@ -300,6 +302,20 @@ class CallLowering:
                 if ref and (ref.startswith(LOCAL) or root(ref) not in EXTERNAL_ROOTS):
                     out.append(ir.FunctionRef(ref))
         return out
+
+    def _bound_method_calls(self, name: cst.Name, node: cst.Call, call) -> list[ir.Stmt]:
+        """`sample_fn(...)` after `sample_fn = diffusion.p_sample_loop` (or `a.f if c else a.g`,
+        as guided-diffusion's sampling scripts choose a sampler): the method on that variable,
+        followed as `diffusion.p_sample_loop(...)` would be. The name's last assignment in the
+        scope is the one the index keeps."""
+        value = self.index.assigned_value(name.value, node)
+        options = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+        if not all(isinstance(o, cst.Attribute) and isinstance(o.value, cst.Name) for o in options):
+            return []
+        calls = [call(o.value.value, o.attr.value) for o in options]
+        if len(calls) == 1:
+            return calls
+        return [ir.Branch(self.value(value.test), (calls[0],), (calls[1],))]
 
     def helper_effects(self, site: CallSite, helper: Helper, out: list[ir.Stmt]) -> None:
         node = site.node
