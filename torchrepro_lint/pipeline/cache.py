@@ -37,7 +37,8 @@ FORMAT = 10  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # reads are not lowered (lowering.live), reads of IR parts; 9: `<object>.seed_everything()` seeds (Fabric),
 # dropout modules' RANDOMNESS says so (known_apis.DROPOUT), seed names through assignments;
 # 10: CUDA_VISIBLE_DEVICES assignments keep their value (programs that hide every GPU), a draw
-# that is an nn.Parameter's initial value is a MODULE_INIT, calls through a bound method in a variable
+# that is an nn.Parameter's initial value is a MODULE_INIT, calls through a bound method in a variable,
+# FunctionIR.returns and Instance.item (methods of what a project factory returns)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

@@ -138,9 +138,11 @@ class Call:
 
 @_compact
 class Instance:
-    """`x = Foo(...)`: x is an instance of Foo (if Foo is a project class)."""
+    """`x = Foo(...)`: x is an instance of Foo (if Foo is a project class), or what the project
+    function Foo returns (FunctionIR.returns); `item`: `a, b = foo()` makes b its item 1."""
 
     qualname: str
+    item: int | None = None
 
 
 @_compact
@@ -198,6 +200,9 @@ class FunctionIR:
     defaults: dict[str, Value]
     body: tuple[Stmt, ...]
     is_method: bool = False
+    # What its `return` statements give, one entry each: the callee that made each value (a
+    # tuple's per position), None where that is not a call of a project name
+    returns: tuple[tuple[str | None, ...], ...] = ()
 
 
 @_compact
@@ -237,7 +242,7 @@ class ModuleIR:
 def without_refs(function: FunctionIR) -> tuple:
     """What a function does, without where: its IR with every node ref left out (an edit above
     it shifts them all)."""
-    return (function.path, function.params, function.defaults, _statements_without_refs(function.body), function.is_method)
+    return (function.path, function.params, function.defaults, _statements_without_refs(function.body), function.is_method, function.returns)
 
 
 def _statements_without_refs(statements) -> tuple:

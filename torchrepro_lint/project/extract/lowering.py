@@ -81,6 +81,18 @@ class Lowering(CallLowering):
         imported = tuple((rec.module, rec.names) for rec in self.index.imports if rec.module)
         return ir.ModuleIR(tuple(top), guard, functions, classes, aliases, imported, work)
 
+    def _unpacked_instances(self, target: cst.Tuple | cst.List, value: cst.BaseExpression) -> list[ir.Stmt]:
+        """`model, diffusion = create_model_and_diffusion(...)`: each name is that item of what
+        the project function returns (the interpreter looks at its FunctionIR.returns)."""
+        callee = self._maker(value)
+        if callee is None:
+            return []
+        return [
+            ir.Assign(e.value.value, ir.Instance(callee, position))
+            for position, e in enumerate(target.elements)
+            if isinstance(e, cst.Element) and isinstance(e.value, cst.Name)
+        ]
+
     def _is_work(self, statement: cst.CSTNode) -> bool:
         """Top-level work makes a guard-less file a script: calls, loops, `with` blocks."""
         if isinstance(statement, (cst.For, cst.While, cst.With)):
@@ -108,7 +120,24 @@ class Lowering(CallLowering):
                     defaults[param.name.value] = value
         parent = path.rpartition(".")[0]
         body = live(self.block(node.body.body))
-        return ir.FunctionIR(path, self.ref(node), names, defaults, body, parent in self.index.classes)
+        returns = tuple(self._made_by(r.value) for r in _returns_of(node.body.body))
+        returns = returns if any(name for made in returns for name in made) else ()
+        return ir.FunctionIR(path, self.ref(node), names, defaults, body, parent in self.index.classes, returns)
+
+    def _made_by(self, value: cst.BaseExpression | None) -> tuple[str | None, ...]:
+        """For a returned value: the project callee that made it (through the function's last
+        assignment of a returned name), per element of a returned tuple."""
+        if isinstance(value, cst.Tuple):
+            return tuple(self._maker(e.value) for e in value.elements)
+        return (self._maker(value),)
+
+    def _maker(self, value: cst.BaseExpression | None) -> str | None:
+        if isinstance(value, cst.Name):
+            value = self.index.assigned_value(value.value, value)
+        if not isinstance(value, cst.Call):
+            return None
+        callee = self.index.resolve(value.func, value)
+        return callee if callee and (callee.startswith(LOCAL) or root(callee) not in EXTERNAL_ROOTS) else None
 
     def klass(self, path: str, node: cst.ClassDef) -> ir.ClassIR:
         bases = tuple(q for q in (self.index.resolve(arg.value) for arg in node.bases if arg.keyword is None) if q)
@@ -182,6 +211,7 @@ class Lowering(CallLowering):
             if isinstance(target, (cst.Tuple, cst.List)):
                 # `cudnn.benchmark, cudnn.deterministic = (False, True) if seed == 0 else (True, False)`
                 pairs.remove((target, value))
+                out.extend(self._unpacked_instances(target, value))
                 for position, element in enumerate(target.elements):
                     part = _element(value, position, len(target.elements))
                     if part is not None:
@@ -404,3 +434,32 @@ def _env_detail(key: str, value: cst.BaseExpression) -> tuple:
         if isinstance(value, str):
             return (key, value.strip())
     return (key,)
+
+
+
+def _returns_of(statements) -> list[cst.Return]:
+    """The return statements of a function body, outside nested functions and classes."""
+    out: list[cst.Return] = []
+    for statement in statements:
+        if isinstance(statement, cst.Return):
+            out.append(statement)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            out.extend(s for s in statement.body if isinstance(s, cst.Return))
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.BaseSmallStatement)):
+            for block in _blocks(statement):
+                out.extend(_returns_of(block))
+    return out
+
+
+def _blocks(statement: cst.CSTNode):
+    """The statement lists of a compound statement's suites: its body, an elif chain, else,
+    except handlers and finally."""
+    parts = [getattr(statement, "body", None), getattr(statement, "orelse", None), getattr(statement, "finalbody", None)]
+    parts += [handler.body for handler in getattr(statement, "handlers", ())]
+    for part in parts:
+        if isinstance(part, cst.If):
+            yield from _blocks(part)
+        elif isinstance(part, (cst.Else, cst.Finally)):
+            yield part.body.body
+        elif isinstance(part, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            yield part.body

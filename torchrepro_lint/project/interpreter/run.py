@@ -258,11 +258,29 @@ class Interpreter:
             return (method, frame.self_class, True) if method else None
         bound = frame.env.get(call.receiver)
         if isinstance(bound, ir.Instance):
-            klass = self.project.resolve(bound.qualname, frame.module)
-            if klass is not None and klass.klass is not None:
+            klass = self.instance_class(bound.qualname, bound.item, frame.module)
+            if klass is not None:
                 method = self.project.method(klass, call.method)
                 return (method, klass, True) if method else None
         return None
+
+    def instance_class(self, qualname: str, item: int | None, module, depth: int = 0) -> Symbol | None:
+        """The project class of an Instance: the class itself, or the one a project function
+        returns (every `return` giving an object that one class made, followed through
+        factories a few levels down: `create_model_and_diffusion()` -> `create_gaussian_diffusion()`
+        -> `SpacedDiffusion(...)`); `item`: of a returned tuple."""
+        symbol = self.project.resolve(qualname, module)
+        if symbol is None:
+            return None
+        if symbol.klass is not None:
+            return symbol if item is None else None
+        if not symbol.is_function or depth >= 3:
+            return None
+        makers = {made[item or 0] if (item is None) == (len(made) == 1) and (item or 0) < len(made) else None
+                  for made in symbol.code.returns}  # (what it returns, not where: no refs)
+        if len(makers) != 1 or None in makers:
+            return None
+        return self.instance_class(makers.pop(), None, symbol.module, depth + 1)
 
     def seeding_base(self, klass: Symbol) -> tuple[str, Helper] | None:
         """The framework class a project class derives from whose constructor seeds (Hugging
