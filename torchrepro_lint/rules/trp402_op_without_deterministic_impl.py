@@ -49,7 +49,10 @@ class OpWithoutDeterministicImpl(Rule):
     decisions = (
         "Level: error when a program that runs the module enables deterministic mode without "
         "`warn_only` (the call will raise), otherwise warning; the message says which case and "
-        "where the mode is enabled. Every matching call is reported, reachable or not (but see helper branches below). A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or `\"-1\"` (a test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does not count, neither its deterministic mode nor its reaching the op. The op list "
+        "where the mode is enabled. Every matching call is reported, reachable or not (but see "
+        "helper branches below). A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or `\"-1\"` (a "
+        "test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does not count, "
+        "neither its deterministic mode nor its reaching the op. The op list "
         "is the package's catalogue for `torch-version`, so version-gated facts follow it: "
         "`kthvalue` raises only before 2.10, `MaxPool3d(return_indices=True)` before 2.12 (verified on CUDA for 2.11.0), "
         "bilinear/trilinear `interpolate` and `ReflectionPad2d` no longer raise through their Python "

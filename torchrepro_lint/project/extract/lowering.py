@@ -436,7 +436,6 @@ def _env_detail(key: str, value: cst.BaseExpression) -> tuple:
     return (key,)
 
 
-
 def _returns_of(statements) -> list[cst.Return]:
     """The return statements of a function body, outside nested functions and classes."""
     out: list[cst.Return] = []
