@@ -81,3 +81,25 @@ def test_a_draw_into_a_seed_variable_is_seed_material_wherever_the_value_goes(li
 def test_a_model_built_before_a_drawn_seed_is_still_a_late_seed(lint):
     result = lint({"train.py": EDM_LIKE.format(before="model = nn.Linear(4, 4)")}, {"select": ["TRP105"]})
     assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}
+
+
+def test_a_drawn_seed_that_seeds_a_generator_object_is_still_a_draw_before_the_seed(lint):
+    # accelerate seeds a DataLoader's generator from torch's global one before the script seeds
+    # torch: the data order follows that unseeded draw.
+    source = """import torch
+
+
+def prepare(loader):
+    generator = torch.Generator()
+    seed = int(torch.empty((), dtype=torch.int64).random_().item())
+    generator.manual_seed(seed)
+    loader.generator = generator
+    return loader
+
+
+if __name__ == "__main__":
+    loader = prepare(object())
+    torch.manual_seed(0)
+"""
+    result = lint({"train.py": source}, {"select": ["TRP105"]})
+    assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}

@@ -60,6 +60,7 @@ from torchrepro_lint.project.known_apis import (
 # and so are torch.nn.init's fills and in-place fills of a `.weight` / `.bias` (_fills_weights)
 PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 INIT_FUNCTIONS = "torch.nn.init."
+SEEDS_A_GENERATOR = "<seeds a generator>"  # in a DRAW's detail (not an identifier): _seeds_a_generator
 
 # Roots that are never project code: calls into them are classified, not followed.
 EXTERNAL_ROOTS = frozenset(
@@ -172,7 +173,7 @@ class CallLowering:
             elif q.startswith(INIT_FUNCTIONS) or self._initializes_parameter(node):
                 effect(Kind.MODULE_INIT)  # what a checkpoint loaded later replaces, like a layer's init
             elif not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
-                effect(Kind.DRAW, detail=targets)
+                effect(Kind.DRAW, detail=targets + self._seeds_a_generator(targets, site))
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
             effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
         elif q in DEFERRED_RANDOMNESS or _is_random_transform(q):
@@ -240,7 +241,7 @@ class CallLowering:
                 if _fills_weights(node):
                     effect(Kind.MODULE_INIT)  # `m.weight.data.normal_(0, 0.02)`: an init, as above
                 elif not _own_generator(node):
-                    effect(Kind.DRAW, detail=targets)
+                    effect(Kind.DRAW, detail=targets + self._seeds_a_generator(targets, site))
             elif method == "cuda":
                 effect(Kind.CUDA)
             elif method == "to" and (on_cuda := self._cuda_value([a.value for a in node.args], node)) is not None:
@@ -375,6 +376,24 @@ class CallLowering:
                         names.add(read.value)
                         frontier.append(read.value)
         return names
+
+    def _seeds_a_generator(self, targets: tuple[str, ...], draw: CallSite) -> tuple[str, ...]:
+        """(SEEDS_A_GENERATOR,) where a drawn value named as a seed goes to an object's
+        `.manual_seed(...)` in the same scope: accelerate seeds a DataLoader's generator from
+        torch's global one (`seed = int(torch.empty(()).random_().item())`), so the data order
+        follows that draw; it is no seed of torch's own (the interpreter's _draws_a_seed)."""
+        named = {t for t in targets if "seed" in t.lower()}
+        for site in self.index.calls if named else ():
+            func = site.node.func
+            if (
+                site.scope is draw.scope
+                and isinstance(func, cst.Attribute)
+                and func.attr.value == "manual_seed"
+                and site.qualname is None
+                and any(isinstance(a.value, cst.Name) and a.value.value in named for a in site.node.args)
+            ):
+                return (SEEDS_A_GENERATOR,)
+        return ()
 
     def _initializes_parameter(self, node: cst.Call) -> bool:
         """`nn.Parameter(torch.randn(n, d) / d ** 0.5)`: the draw is a parameter's initial value

@@ -10,6 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract.calls import SEEDS_A_GENERATOR
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
@@ -528,5 +529,7 @@ _FRESH = PathState()
 def _draws_a_seed(effect: ir.Effect) -> bool:
     """A draw assigned to a seed's variable (`seed = torch.randint(1 << 31, size=[])`) makes the
     seed, whatever route the value takes to the seeding call (EDM hands it to its training loop
-    in a config dict, which then seeds NumPy with it and torch from NumPy): not a consumption."""
-    return effect.kind == Kind.DRAW and any("seed" in name.lower() for name in effect.detail if isinstance(name, str))
+    in a config dict, which then seeds NumPy with it and torch from NumPy): not a consumption.
+    One that seeds a generator object instead is (calls.py's _seeds_a_generator)."""
+    detail = effect.detail
+    return effect.kind == Kind.DRAW and SEEDS_A_GENERATOR not in detail and any("seed" in name.lower() for name in detail if isinstance(name, str))
