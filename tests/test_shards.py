@@ -242,6 +242,42 @@ def test_a_large_entry_modules_program_rules_run_where_its_tree_is(root, capsys,
     assert sharded == alone and stats["program_rules_in_workers"] + len(checked_in_main) == 4
 
 
+def test_a_worker_is_sent_only_the_facts_of_programs_it_did_not_interpret(root, capsys, monkeypatch):
+    # It keeps those it interpreted: sending every program's facts to every worker made the
+    # main process pickle them all at once, its peak on torch's source.
+    _with_programs(root)
+    _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
+    main_process = os.getpid()
+    began, beginning = multiprocessing.get_context("fork").Pipe(duplex=False)  # (worker pid, entry path)
+    words, seen = [], []
+    run, check = staging.ProgramRunner.run, hub.Hub.check
+
+    def running(self, project, module, as_main, function=None):
+        if os.getpid() != main_process:
+            beginning.send((os.getpid(), module.path))
+        elif not words:  # the main process waits for a worker to take a program (no timing)
+            words.append(began.recv())
+        return run(self, project, module, as_main, function)
+
+    def checking(self, modules, programs, checker):
+        seen.append(({shard: w.process.pid for shard, w in self.workers.items()}, programs, self))
+        return check(self, modules, programs, checker)
+
+    monkeypatch.setattr(staging.ProgramRunner, "run", running)
+    monkeypatch.setattr(hub.Hub, "check", checking)
+    _, sharded, stats, _ = check_json(capsys, root, "--no-cache", "--jobs", "3")
+    assert sharded == alone and stats["workers"] == 2
+    while began.poll():  # (sent before the workers sent their facts: all here by now)
+        words.append(began.recv())
+    [(pids, programs, the_hub)] = seen
+    every = {program.entry.path for program in programs}
+    for shard, pid in pids.items():
+        interpreted = {path for sender, path in words if sender == pid}
+        sent = {programs[i].entry.path for i in the_hub.facts_sent[shard]}
+        assert not interpreted & sent and interpreted | sent == every
+    assert len(every) == 4 and len(words) >= 1  # (a worker interpreted one at least)
+
+
 def test_ir_sent_in_pieces_of_one_module_changes_nothing(root, capsys, monkeypatch):
     _, alone, _, _ = check_json(capsys, root, "--no-cache", "--jobs", "1")
     monkeypatch.setattr(protocol, "MODULES_PER_MESSAGE", 1)  # (the workers fork with it)

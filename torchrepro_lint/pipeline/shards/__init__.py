@@ -10,8 +10,10 @@ shares end together:
    Workers send their IR to the main process, which builds the project in file order and sends
    each worker the IR it lacks, so that every process holds the same project.
 2. Programs. Every process takes the next program to interpret until none is left; workers
-   send the facts back (a program needs only IR, never a tree).
-3. Checking. Each worker receives the program facts and runs the per-file rules on the files
+   send the facts back, pickled together, and keep those bytes (a program needs only IR, never
+   a tree).
+3. Checking. Each worker receives the facts of the programs it did not interpret (the main
+   process pickled its own before unpickling the workers') and runs the per-file rules on the files
    whose trees it kept, then on files whose tree nobody kept, taken like the rest. A rule that
    needs a summary of a module lowered elsewhere (project/summaries.py) asks for it instead of
    parsing that module: the main process routes the question to the process that lowered it,

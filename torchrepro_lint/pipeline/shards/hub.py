@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
@@ -43,6 +44,10 @@ class Hub:
         # index -> (findings, errors, reads) of each program whose rules ran in the check stage
         self.program_rules_done: dict[int, tuple] = {}
         self._rule_jobs: list[int] = []  # the programs whose rules are to run, by index
+        # (the shard that interpreted them, their indexes, their facts pickled), for the workers
+        # that lack them; the workers keep the facts they interpreted
+        self._facts: list[tuple[int, frozenset, bytes]] = []
+        self.facts_sent: dict[int, frozenset] = {}  # shard -> the programs whose facts it was sent
         self._check_program = None  # the main process's: (index) -> (findings, errors, reads)
         context = multiprocessing.get_context("fork")
         # Shared by all processes: the next file to lower, program to interpret, file without
@@ -130,22 +135,45 @@ class Hub:
             except WorkerLost:
                 self._lose(shard)
         facts: list = [None] * len(entries)
+        mine = []
         while (i := take(self._next["program"])) < len(entries):
             facts[i] = run(self.project, entries[i].module, entries[i].as_main, entries[i].function)
-        modules = ModulesByPath(self.project)
+            mine.append(i)
+        received = {}
         for shard, worker in list(self.workers.items()):
             try:
-                message = worker.receive(allowance())  # it holds one program at most
-                for i, data in message[1].items():
-                    facts[i] = loads_with_modules(data, modules)
-                self.programs_resolved += message[2]
-            except (WorkerLost, KeyError) as lost:
+                received[shard] = worker.receive(allowance())[1:]  # it holds one program at most
+            except WorkerLost as lost:
                 self._lose(shard, hung=isinstance(lost, WorkerHung))
+        # The facts the workers lack, pickled before theirs are unpickled here: pickling keeps
+        # every object it meets alive until it ends, and all the programs' facts at once, when
+        # the workers were sent them to check, was the main process's peak on torch's source.
+        self._add_facts(MAIN, {i: facts[i] for i in mine})
+        modules = ModulesByPath(self.project)
+        for shard, (data, resolved) in received.items():
+            try:
+                theirs = loads_with_modules(data, modules)
+            except KeyError:
+                self._lose(shard)
+                continue
+            for i, found in theirs.items():
+                facts[i] = found
+            self._facts.append((shard, frozenset(theirs), data))  # for the other workers
+            self.programs_resolved += resolved
+        del received
         memory.after_message()
+        again = {}
         for i, entry in enumerate(entries):
             if facts[i] is None:  # taken by a worker that was lost
-                facts[i] = run(self.project, entry.module, entry.as_main, entry.function)
+                facts[i] = again[i] = run(self.project, entry.module, entry.as_main, entry.function)
+        if again:
+            self._add_facts(MAIN, again)
         return facts
+
+    def _add_facts(self, shard: int, facts: dict) -> None:
+        """Keep `facts` (program index -> facts) pickled for the workers that did not interpret them."""
+        if self.workers:
+            self._facts.append((shard, frozenset(facts), dumps_with_modules(facts)))
 
     # checking
     def share_program_rules(self, indexes: list[int], check_program) -> None:
@@ -170,18 +198,22 @@ class Hub:
                 treeless.append(module)
         treeless.sort(key=lambda m: -len(m.source.text))
         rule_jobs = self._rule_jobs_by_shard(programs)
-        facts = dumps_with_modules(programs)
+        # The programs without their facts; each worker is sent the facts it did not interpret
+        # (run_programs pickled them), and keeps those it did.
+        shells = dumps_with_modules([replace(program, facts=None) for program in programs])
         order, anyone = list(self.project.modules), [m.path for m in treeless]
         largest_treeless = len(treeless[0].source.text) if treeless else 0
         for shard, worker in list(self.workers.items()):
             layout = self._layout(shard)  # modules loaded since share_project
+            lacking = [(indexes, data) for origin, indexes, data in self._facts if origin != shard]
+            self.facts_sent[shard] = frozenset().union(*(indexes for indexes, _ in lacking))
             try:
-                worker.send(("check", layout, order, facts, [m.path for m in share[shard]], anyone, (rule_jobs[shard], rule_jobs[None])))
+                worker.send(("check", layout, order, shells, [data for _, data in lacking], [m.path for m in share[shard]], anyone, (rule_jobs[shard], rule_jobs[None])))
             except WorkerLost:
                 self._lose(shard)
                 continue
             worker.expect(allowance(sum(len(m.source.text) for m in share[shard]) + largest_treeless))
-        del facts
+        self._facts.clear()
         memory.after_message()
         store = self.project.lowered
         # Until close(): the program rules and the cache's digests may ask for summaries too.

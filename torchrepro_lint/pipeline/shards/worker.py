@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from torchrepro_lint.pipeline import memory
@@ -67,13 +68,17 @@ def work(
         for i in tasks(counters["program"], len(jobs)):
             path, as_main, function = jobs[i]
             module = project.modules.get(path) or project.load_path(path)
-            facts[i] = dumps_with_modules(runner.run(project, module, as_main, function))
-        connection.send(("facts", facts, runner.stats.programs_resolved - resolved_before))
+            facts[i] = runner.run(project, module, as_main, function)
+        # Pickled together: programs share much of their facts (what the same imports did).
+        # The bytes are kept: the main process sends back only the facts this worker lacks.
+        interpreted = dumps_with_modules(facts)
+        del facts
+        connection.send(("facts", interpreted, runner.stats.programs_resolved - resolved_before))
 
-        _, layout, order, facts, paths, treeless, rule_jobs = _expect(connection, "check")
+        _, layout, order, shells, received, paths, treeless, rule_jobs = _expect(connection, "check")
         _rebuild(project, known, layout, order)
-        programs = loads_with_modules(facts, ModulesByPath(project))
-        del layout, facts
+        programs = _programs(project, shells, [interpreted, *received])
+        del layout, shells, received, interpreted
         memory.after_message()
         questions = _Questions(connection, project, own)
         project.lowered.remote = questions.ask
@@ -108,6 +113,17 @@ def work(
             pass
     finally:
         os._exit(0)  # no teardown of the trees, no atexit handlers of the parent
+
+
+def _programs(project: ProjectIndex, shells: bytes, facts: list[bytes]) -> list:
+    """The run's programs, from their `shells` (every field but the facts, pickled) and the
+    pieces of their facts, each a dict (program index -> facts) pickled by the process that
+    interpreted those programs (this one's included: Hub.run_programs)."""
+    modules = ModulesByPath(project)
+    by_index = {}
+    for piece in facts:
+        by_index.update(loads_with_modules(piece, modules))
+    return [replace(shell, facts=by_index[i]) for i, shell in enumerate(loads_with_modules(shells, modules))]
 
 
 def _files_to_lower(pending: list[SourceFile], taken, shard: int):
