@@ -1023,3 +1023,20 @@ def train_step(model, batch, opt):
     only_pipeline = source.split("def train_step")[0]
     assert rows(lint, only_pipeline, "TRP401") == set()
     assert rows(lint, source, "TRP401") == {13}
+
+
+def test_a_method_in_the_branch_where_the_value_is_not_a_tensor_is_not_an_op(lint):
+    # whisper's pad_or_trim: `take` is NumPy's in the else branch, though the tensor branch
+    # rebinds the same name to a tensor above it.
+    source = """import numpy as np
+import torch
+import torch.nn.functional as F
+
+def pad_or_trim(array, length=30):
+    if torch.is_tensor(array):
+        array = F.pad(array, [0, length])
+    else:
+        array = array.take(indices=range(length), axis=-1)
+    return array
+"""
+    assert rows(lint, source, "TRP402") == set()

@@ -239,13 +239,15 @@ class Flow:
 
     def reaching_value(self, name: cst.Name) -> cst.BaseExpression | None:
         """The value of the nearest assignment to `name` before it in its function (by source
-        order, branches ignored); falls back to the module-level binding. None if it is bound by
-        anything else (a parameter, a loop, an augmented assignment, unpacking)."""
+        order, skipping those in another branch of an `if` than the name: `if torch.is_tensor(a):
+        a = a.index_select(...)` / `else: a.take(...)`); falls back to the module-level binding.
+        None if it is bound by anything else (a parameter, a loop, an augmented assignment,
+        unpacking)."""
         owner = self.owner(name)
         here = self.pos(name)
         best = None
         for statement, value in self.bindings(name.value, owner):
-            if self.pos(statement) < here and not self.inside(name, statement):
+            if self.pos(statement) < here and not self.inside(name, statement) and not self._other_branch(statement, name):
                 best = (statement, value)
         if best is not None:
             return best[1]
@@ -254,6 +256,21 @@ class Flow:
                 best = (statement, value)
             return best[1] if best is not None else None
         return None
+
+    def _other_branch(self, statement: cst.CSTNode, use: cst.CSTNode) -> bool:
+        """`statement` and `use` lie in different branches of one `if` (its body, and its
+        `elif`/`else`): the statement never runs on the way to the use."""
+        child = statement
+        for ancestor in self.index.ancestors(statement):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.If) and self.inside(use, ancestor):
+                if child is not ancestor.body and child is not ancestor.orelse:
+                    return False  # bound in the test (`if (m := ...)`), which runs first
+                other = ancestor.orelse if child is ancestor.body else ancestor.body
+                return other is not None and self.inside(use, other)
+            child = ancestor
+        return False
 
     def parameter(self, name: cst.Name) -> cst.Param | None:
         """The parameter `name` refers to, when it is one of its function's parameters and the
