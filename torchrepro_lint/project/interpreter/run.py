@@ -156,6 +156,8 @@ class Interpreter:
             arm = assume_all(states, key, wanted)
             if not arm:
                 continue
+            if self.seeds_torch(branch.orelse if truth else branch.then, frame):
+                arm = [s if s.torch_seeded or s.declined_seed else s.evolve(declined_seed=True) for s in arm]
             if key:
                 self.guards.append((key, wanted))
             try:
@@ -172,6 +174,23 @@ class Interpreter:
             # (most branches of a library's top level). Effects and guards are kept in the facts.
             return states, []
         return bounded(out), returned
+
+    def seeds_torch(self, statements, frame: Frame, depth: int = 0) -> bool:
+        """Whether a block seeds torch: an effect of its own, in a branch of it, or in a
+        project function it calls (one level down)."""
+        for statement in statements:
+            if isinstance(statement, ir.Effect) and statement.kind == Kind.SEED_TORCH:
+                return True
+            if isinstance(statement, ir.Branch) and (
+                self.seeds_torch(statement.then, frame, depth) or self.seeds_torch(statement.orelse, frame, depth)
+            ):
+                return True
+            if isinstance(statement, ir.Call) and statement.target is not None and depth == 0:
+                symbol = self.project.resolve(statement.target, frame.module)
+                code = symbol.code if symbol is not None and symbol.is_function else None
+                if code is not None and self.seeds_torch(code.body, frame, 1):
+                    return True
+        return False
 
     # -- effects -----------------------------------------------------------------------
     def occurrence(self, frame: Frame, ref: int, detail: tuple = (), extra_guard=None) -> Occurrence:
@@ -200,7 +219,7 @@ class Interpreter:
         occurrence = self.occurrence(frame, effect.ref, effect.detail, guard)
         self.facts.add(kind, occurrence)
         if kind == Kind.SEED_TORCH:
-            if self.ordered and not state.torch_seeded and state.consumed is not None:
+            if self.ordered and not state.torch_seeded and state.consumed is not None and not state.declined_seed:
                 seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()
                 if not seed_names & set(state.consumed.detail):
                     self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
