@@ -103,3 +103,33 @@ if __name__ == "__main__":
 """
     result = lint({"train.py": source}, {"select": ["TRP105"]})
     assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}
+
+
+@pytest.mark.parametrize(
+    "draw, expected",
+    [
+        ("seed = args_seed if args_seed is not None else random.randint(0, 2**32 - 1)", set()),
+        ("run_seed = int(np.random.randint(1 << 31))\n    seed = run_seed", set()),
+        ("seed = 1234\n    jitter = random.random()", {"TRP102"}),
+    ],
+    ids=["python random makes the seed", "numpy makes the seed", "a data draw"],
+)
+def test_a_python_or_numpy_draw_that_makes_the_seed_is_no_partial_seed(lint, draw, expected):
+    # sd-scripts' lumina inference: a random seed when none is given, logged, then torch's.
+    source = f"""import random
+import numpy as np
+import torch
+
+
+def main(args_seed=None):
+    {draw}
+    print("seed", seed)
+    torch.manual_seed(seed)
+    return torch.nn.Linear(2, 2)
+
+
+if __name__ == "__main__":
+    main()
+"""
+    result = lint({"infer.py": source}, {"select": ["TRP102"]})
+    assert {code for _, _, code in reported(result, lint.root)} == expected

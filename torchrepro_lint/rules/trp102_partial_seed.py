@@ -28,7 +28,10 @@ class PartialSeed(Rule):
         "Reported at the program's torch seeding (the statement in the entry module, or the call "
         "of the helper that seeds). A program that seeds random/NumPy but not torch is TRP101's "
         "case, so it is not reported twice. `random.seed()` / `np.random.seed()` without a seed "
-        "does not count as seeding (that is TRP104)."
+        "does not count as seeding (that is TRP104). A draw assigned to a variable named as a seed "
+        "(`seed = args.seed if args.seed is not None else random.randint(0, 2**32 - 1)`) makes the "
+        "run's seed, logged and given to torch as rules.md's TRP104 trap describes: it is not counted "
+        "as drawing from that generator."
     )
     hazards = (
         Example(

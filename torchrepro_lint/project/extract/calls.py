@@ -183,9 +183,11 @@ class CallLowering:
             if shuffle is not None and not is_false(shuffle) and not is_none(shuffle):
                 effect(Kind.RANDOMNESS)
         elif q in PY_RANDOM_DRAWS:
-            effect(Kind.DRAW_RANDOM)
+            if not _makes_a_seed(targets):
+                effect(Kind.DRAW_RANDOM)
         elif q and q.startswith("numpy.random.") and q.count(".") == 2 and q.rsplit(".", 1)[1] not in NUMPY_NOT_DRAWS:
-            effect(Kind.DRAW_NUMPY)
+            if not _makes_a_seed(targets):
+                effect(Kind.DRAW_NUMPY)
         elif q in SPAWN_FUNCTIONS:
             target = _arg(node, 0, "fn")
             start_method = _arg(node, None, "start_method")
@@ -759,3 +761,10 @@ def _fills_weights(node: cst.Call) -> bool:
         and (receiver.attr.value.endswith("weight") or receiver.attr.value == "bias")
         and not _own_generator(node)
     )
+
+
+def _makes_a_seed(targets: tuple[str, ...]) -> bool:
+    """`seed = args.seed if args.seed is not None else random.randint(0, 2**32 - 1)`: a draw
+    from Python's or NumPy's generator that makes the run's seed (logged and given to torch, as
+    rules.md's TRP104 trap describes) is no data stream that their own seeding would fix."""
+    return any("seed" in name.lower() for name in targets)
