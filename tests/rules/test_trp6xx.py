@@ -386,3 +386,22 @@ def fields(path):
 """,
         "TRP602",
     ) == set()
+
+
+def test_trp601_a_single_result_asserted_with_unittest(lint):
+    # torchtitan's tests: `self.assertEqual(len(py_files), 1, ...)` then `py_files[0]`.
+    source = """import os
+import unittest
+
+class T(unittest.TestCase):
+    def test_one(self, out):
+        files = [f for f in os.listdir(out) if f.endswith(".py")]
+        self.assertEqual(len(files), 1, f"expected one file, got {files}")
+        return files[0]
+
+    def test_two(self, out):
+        files = [f for f in os.listdir(out) if f.endswith(".py")]
+        self.assertEqual(len(files), 2)
+        return files[0]
+"""
+    assert lines(lint, source, "TRP601") == {11}

@@ -45,7 +45,7 @@ class UnsortedListing(Rule):
         "(`append`, `extend`, `+=`). Not reported: `sorted()`/`.sort()` anywhere on the way or "
         "later on the accumulated list, `len`, `in`, sets, truthiness, loops with order-free "
         "bodies (deleting, copying, counting), a result checked to be single "
-        "(`len(files) == 1`), and lists returned or passed to another function (the caller may "
+        "(`len(files) == 1`, unittest's `self.assertEqual(len(files), 1)`), and lists returned or passed to another function (the caller may "
         "sort). `Path.glob` needs a receiver that is visibly a `Path`; `rglob`/`iterdir` are "
         "pathlib names and accepted on any receiver."
     )

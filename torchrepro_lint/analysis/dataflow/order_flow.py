@@ -353,6 +353,8 @@ class OrderFlow:
                 return True
             if isinstance(comparison, cst.ComparisonTarget) and int_value(self.flow.parents[comparison].left) == 1:
                 return True
+            if isinstance(comparison, cst.Arg) and _asserts_equal_to_one(self.flow.parents.get(comparison)):
+                return True  # `self.assertEqual(len(x), 1, ...)`
         return False
 
     def _loop(self, loop: cst.For, state: Verdict, depth: int) -> Verdict:
@@ -448,3 +450,13 @@ def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value in names
     return any(_mentions(child, names) for child in expr.children)
+
+
+def _asserts_equal_to_one(call) -> bool:
+    """unittest's `assertEqual(len(x), 1)` / `assertEqual(1, len(x))`: a single, asserted result."""
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in ("assertEqual", "assertEquals")
+        and any(int_value(a.value) == 1 for a in call.args[:2])
+    )
