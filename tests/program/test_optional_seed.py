@@ -46,3 +46,52 @@ def test_a_reseed_after_a_declined_seed_is_not_a_late_seed(lint):
 def test_a_reseed_in_a_program_that_never_offered_a_seed_is_still_late(lint, seeding):
     result = lint({"train.py": SCRIPT.format(seeding=seeding)}, {"select": ["TRP105"]})
     assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}
+
+
+def test_both_arms_seeding_is_no_declined_seed(lint):
+    # peft's LoRA-FA example builds a seeding Trainer in either arm of `if lorafa:`; the adapter
+    # drawn before it is still a draw before the seed on both paths.
+    source = """import sys
+import torch
+import torch.nn as nn
+
+
+def main(flag):
+    model = nn.Linear(4, 4)
+    if flag:
+        torch.manual_seed(1)
+    else:
+        torch.manual_seed(2)
+
+
+if __name__ == "__main__":
+    main(len(sys.argv) > 1)
+"""
+    result = lint({"train.py": source}, {"select": ["TRP105"]})
+    assert {code for _, _, code in reported(result, lint.root)} == {"TRP105"}
+
+
+def test_a_branch_that_happens_to_seed_on_another_condition_is_no_declined_seed(lint):
+    # accelerate's test script: `if ...: check_seedable_sampler()` (which seeds) is work, not an
+    # optional seed; the path that skips it still seeds late at the end.
+    source = """import sys
+import torch
+import torch.nn as nn
+
+
+def check_sampler():
+    torch.manual_seed(42)
+
+
+def main(verbose):
+    model = nn.Linear(4, 4)
+    if verbose:
+        check_sampler()
+    torch.manual_seed(0)
+
+
+if __name__ == "__main__":
+    main(len(sys.argv) > 1)
+"""
+    result = lint({"train.py": source}, {"select": ["TRP105"]})
+    assert (("train.py", 14, "TRP105")) in reported(result, lint.root)

@@ -156,7 +156,8 @@ class Interpreter:
             arm = assume_all(states, key, wanted)
             if not arm:
                 continue
-            if self.seeds_torch(branch.orelse if truth else branch.then, frame):
+            if "seed" in key.lower() and self.seeds_torch(branch.orelse if truth else branch.then, frame) and not self.seeds_torch(body, frame):
+                # an optional seed (`if args.seed is not None: set_seed(args.seed)`) not taken
                 arm = [s if s.torch_seeded or s.declined_seed else s.evolve(declined_seed=True) for s in arm]
             if key:
                 self.guards.append((key, wanted))

@@ -73,8 +73,9 @@ class PathState(_HashedOnce):
     benchmark: Occurrence | None = None  # benchmark = True in force
     cublas: bool = False
     spawn_method: bool = False
-    # a branch that seeds torch was not taken (`if args.seed is not None: set_seed(args.seed)`):
-    # the run chose to stay unseeded, so a later reseed (a sampler's) is no late seed
+    # an optional seed was not taken (a branch that seeds torch, on a condition that names a
+    # seed: `if args.seed is not None: set_seed(args.seed)`): the run chose to stay unseeded,
+    # so a later reseed (a sampler's) is no late seed
     declined_seed: bool = False
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
 
