@@ -47,6 +47,7 @@ from torchrepro_lint.project.known_apis import (
     RANDOM_INIT_MODULES,
     RANDOM_TRANSFORM_PREFIXES,
     RANDOM_TRANSFORMS,
+    SEEDS_A_GENERATOR,
     SPAWN_FUNCTIONS,
     TENSOR_RANDOM_METHODS,
     TORCH_DRAWS,
@@ -60,7 +61,6 @@ from torchrepro_lint.project.known_apis import (
 # and so are torch.nn.init's fills and in-place fills of a `.weight` / `.bias` (_fills_weights)
 PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 INIT_FUNCTIONS = "torch.nn.init."
-SEEDS_A_GENERATOR = "<seeds a generator>"  # in a DRAW's detail (not an identifier): _seeds_a_generator
 
 # Roots that are never project code: calls into them are classified, not followed.
 EXTERNAL_ROOTS = frozenset(

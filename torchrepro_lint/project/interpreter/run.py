@@ -10,7 +10,6 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract.calls import SEEDS_A_GENERATOR
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
@@ -35,6 +34,7 @@ from torchrepro_lint.project.known_apis import (
     ADAPTER_OF_TRAINER,
     ADAPTER_OF_TRAINER_WHEN_GIVEN,
     KNOWN_HELPERS,
+    SEEDS_A_GENERATOR,
     TRAINERS_DRAWING_ADAPTER_FIRST,
     Helper,
     Kind,
@@ -156,8 +156,7 @@ class Interpreter:
             arm = assume_all(states, key, wanted)
             if not arm:
                 continue
-            if "seed" in key.lower() and self.seeds_torch(branch.orelse if truth else branch.then, frame) and not self.seeds_torch(body, frame):
-                # an optional seed (`if args.seed is not None: set_seed(args.seed)`) not taken
+            if "seed" in key.lower() and self.declines_a_seed(body, branch.orelse if truth else branch.then, frame):
                 arm = [s if s.torch_seeded or s.declined_seed else s.evolve(declined_seed=True) for s in arm]
             if key:
                 self.guards.append((key, wanted))
@@ -175,6 +174,11 @@ class Interpreter:
             # (most branches of a library's top level). Effects and guards are kept in the facts.
             return states, []
         return bounded(out), returned
+
+    def declines_a_seed(self, taken, other, frame: Frame) -> bool:
+        """Taking `taken` skips an optional seed: the other arm seeds torch and this one does not
+        (`if args.seed is not None: set_seed(args.seed)`, on a condition that names a seed)."""
+        return self.seeds_torch(other, frame) and not self.seeds_torch(taken, frame)
 
     def seeds_torch(self, statements, frame: Frame, depth: int = 0) -> bool:
         """Whether a block seeds torch: an effect of its own, in a branch of it, or in a
@@ -552,4 +556,6 @@ def _draws_a_seed(effect: ir.Effect) -> bool:
     in a config dict, which then seeds NumPy with it and torch from NumPy): not a consumption.
     One that seeds a generator object instead is (calls.py's _seeds_a_generator)."""
     detail = effect.detail
-    return effect.kind == Kind.DRAW and SEEDS_A_GENERATOR not in detail and any("seed" in name.lower() for name in detail if isinstance(name, str))
+    if effect.kind != Kind.DRAW or SEEDS_A_GENERATOR in detail:
+        return False
+    return any("seed" in name.lower() for name in detail if isinstance(name, str))
