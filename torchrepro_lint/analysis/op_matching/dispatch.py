@@ -82,7 +82,7 @@ def arguments_of_calls(index: ModuleIndex, name: str) -> tuple:
     """The summary: for each call of `name` (as `name(...)` or `<expr>.name(...)`) in a module,
     (what the callee resolves to, its positional arguments, its keyword arguments, whether
     `*args`/`**kwargs` may pass more), each argument as (literal value,) or () when not literal."""
-    from torchrepro_lint.analysis.project_uses import named  # (project_uses imports this module's users)
+    from torchrepro_lint.analysis.project_uses import named  # (project_uses imports this module: not at the top)
 
     out = []
     for node in named(index, name):

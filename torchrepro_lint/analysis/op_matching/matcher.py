@@ -149,7 +149,7 @@ class _Matcher:
         branch = selecting_branch(self.index, site.node)
         if branch is None:
             return True
-        uses, module = self.requires_grad.uses, self.requires_grad.module
+        uses, module = self.requires_grad.uses, self.requires_grad.module  # (the project's, and this module)
         return uses is not None and module is not None and uses.branch_selected(module, branch)
 
     # -- matching ---------------------------------------------------------------------------
