@@ -5,11 +5,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import os
+
 import pytest
+from hypothesis import settings
 
 from torchrepro_lint.config import load_config
 from torchrepro_lint.pipeline.engine import lint_paths
 from torchrepro_lint.findings import LintResult
+
+# CI runs the suite once: the property tests draw the same examples every run, so a failure
+# they could find only by chance cannot refuse a submission at random. To look for new
+# counterexamples, run with TORCHREPRO_HYPOTHESIS=explore (random examples, as Hypothesis's default).
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("explore" if os.environ.get("TORCHREPRO_HYPOTHESIS") == "explore" else "repeatable")
 
 MARK = re.compile(r"#\s*<--\s*((?:TRP\d{3}\s*,?\s*)+)")
 
