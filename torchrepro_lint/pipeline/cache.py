@@ -39,7 +39,7 @@ FORMAT = 10  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # 10: CUDA_VISIBLE_DEVICES assignments keep their value (programs that hide every GPU), a draw
 # that is an nn.Parameter's initial value is a MODULE_INIT, calls through a bound method in a variable,
 # FunctionIR.returns and Instance.item (methods of what a project factory returns), draws that
-# make a seed (no DRAW_RANDOM/DRAW_NUMPY; a DRAW that seeds a generator object is marked)
+# make a seed (no DRAW_RANDOM/DRAW_NUMPY; a DRAW that makes torch's seed is marked MAKES_A_SEED)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

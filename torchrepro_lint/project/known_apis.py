@@ -203,9 +203,15 @@ PEFT_IA3_CONFIGS = frozenset({"peft.IA3Config"})  # init_ia3_weights=True (defau
 # given `peft_config=` before it seeds. Not identifiers, so never the name of a seed's variable
 # (the interpreter's trap of a draw whose value becomes the seed).
 ADAPTER = ("<adapter>",)
-# In a DRAW's detail: the drawn value, named as a seed, seeds a generator object in the same
-# scope (accelerate's DataLoader generator), so it is no seed of torch's (interpreter's _draws_a_seed)
-SEEDS_A_GENERATOR = "<seeds a generator>"
+# In a DRAW's detail: the draw makes the run's seed (extract/calls.py's _makes_torch_seed), so
+# it consumes nothing before the seed (the interpreter's late-seed check)
+MAKES_A_SEED = "<makes a seed>"
+
+
+def names_a_seed(name: str) -> bool:
+    """A variable (or a runtime condition's text) that says it holds a seed: `seed`, `run_seed`,
+    `args.seed`."""
+    return "seed" in name.lower()
 ADAPTER_OF_TRAINER = ("<adapter>", "peft_config=")
 # ... where the code does not show the config itself (`peft_config=get_peft_config(model_args)`,
 # which is None unless the run asks for PEFT): drawn when a config is given

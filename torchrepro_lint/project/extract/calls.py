@@ -39,6 +39,7 @@ from torchrepro_lint.project.known_apis import (
     HF_TRAINING_ARGUMENTS,
     LIGHTNING_FABRIC,
     LIGHTNING_TRAINER,
+    MAKES_A_SEED,
     MODEL_FACTORIES,
     MODEL_FACTORY_PREFIXES,
     NUMPY_NOT_DRAWS,
@@ -47,7 +48,6 @@ from torchrepro_lint.project.known_apis import (
     RANDOM_INIT_MODULES,
     RANDOM_TRANSFORM_PREFIXES,
     RANDOM_TRANSFORMS,
-    SEEDS_A_GENERATOR,
     SPAWN_FUNCTIONS,
     TENSOR_RANDOM_METHODS,
     TORCH_DRAWS,
@@ -55,6 +55,7 @@ from torchrepro_lint.project.known_apis import (
     TRAINING_METHODS,
     Helper,
     Kind,
+    names_a_seed,
 )
 
 # A draw given to these as the initial value is a module's random init (_initializes_parameter),
@@ -173,7 +174,7 @@ class CallLowering:
             elif q.startswith(INIT_FUNCTIONS) or self._initializes_parameter(node):
                 effect(Kind.MODULE_INIT)  # what a checkpoint loaded later replaces, like a layer's init
             elif not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
-                effect(Kind.DRAW, detail=targets + self._seeds_a_generator(targets, site))
+                effect(Kind.DRAW, detail=targets + self._seed_made(targets, site))
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
             effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
         elif q in DEFERRED_RANDOMNESS or _is_random_transform(q):
@@ -243,7 +244,7 @@ class CallLowering:
                 if _fills_weights(node):
                     effect(Kind.MODULE_INIT)  # `m.weight.data.normal_(0, 0.02)`: an init, as above
                 elif not _own_generator(node):
-                    effect(Kind.DRAW, detail=targets + self._seeds_a_generator(targets, site))
+                    effect(Kind.DRAW, detail=targets + self._seed_made(targets, site))
             elif method == "cuda":
                 effect(Kind.CUDA)
             elif method == "to" and (on_cuda := self._cuda_value([a.value for a in node.args], node)) is not None:
@@ -379,13 +380,17 @@ class CallLowering:
                         frontier.append(read.value)
         return names
 
-    def _seeds_a_generator(self, targets: tuple[str, ...], draw: CallSite) -> tuple[str, ...]:
-        """(SEEDS_A_GENERATOR,) where a drawn value named as a seed goes to an object's
-        `.manual_seed(...)` in the same scope: accelerate seeds a DataLoader's generator from
-        torch's global one (`seed = int(torch.empty(()).random_().item())`), so the data order
-        follows that draw; it is no seed of torch's own (the interpreter's _draws_a_seed)."""
-        named = {t for t in targets if "seed" in t.lower()}
-        for site in self.index.calls if named else ():
+    def _seed_made(self, targets: tuple[str, ...], draw: CallSite) -> tuple[str, ...]:
+        """(MAKES_A_SEED,) for a draw assigned to a seed's variable (`seed = torch.randint(1 << 31,
+        size=[])`): it makes the seed, whatever route the value takes to the seeding call (EDM hands
+        it to its training loop in a config dict, which seeds NumPy with it and torch from NumPy).
+        Not where that variable goes to an object's `.manual_seed(...)` in the same scope:
+        accelerate seeds a DataLoader's generator from torch's global one, so the data order
+        follows that draw."""
+        named = {t for t in targets if names_a_seed(t)}
+        if not named:
+            return ()
+        for site in self.index.calls:
             func = site.node.func
             if (
                 site.scope is draw.scope
@@ -394,8 +399,8 @@ class CallLowering:
                 and site.qualname is None
                 and any(isinstance(a.value, cst.Name) and a.value.value in named for a in site.node.args)
             ):
-                return (SEEDS_A_GENERATOR,)
-        return ()
+                return ()
+        return (MAKES_A_SEED,)
 
     def _initializes_parameter(self, node: cst.Call) -> bool:
         """`nn.Parameter(torch.randn(n, d) / d ** 0.5)`: the draw is a parameter's initial value
@@ -767,4 +772,4 @@ def _makes_a_seed(targets: tuple[str, ...]) -> bool:
     """`seed = args.seed if args.seed is not None else random.randint(0, 2**32 - 1)`: a draw
     from Python's or NumPy's generator that makes the run's seed (logged and given to torch, as
     rules.md's TRP104 trap describes) is no data stream that their own seeding would fix."""
-    return any("seed" in name.lower() for name in targets)
+    return any(names_a_seed(name) for name in targets)

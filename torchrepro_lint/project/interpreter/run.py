@@ -34,10 +34,11 @@ from torchrepro_lint.project.known_apis import (
     ADAPTER_OF_TRAINER,
     ADAPTER_OF_TRAINER_WHEN_GIVEN,
     KNOWN_HELPERS,
-    SEEDS_A_GENERATOR,
+    MAKES_A_SEED,
     TRAINERS_DRAWING_ADAPTER_FIRST,
     Helper,
     Kind,
+    names_a_seed,
 )
 
 
@@ -156,7 +157,7 @@ class Interpreter:
             arm = assume_all(states, key, wanted)
             if not arm:
                 continue
-            if "seed" in key.lower() and self.declines_a_seed(body, branch.orelse if truth else branch.then, frame):
+            if names_a_seed(key) and self.declines_a_seed(body, branch.orelse if truth else branch.then, frame):
                 arm = [s if s.torch_seeded or s.declined_seed else s.evolve(declined_seed=True) for s in arm]
             if key:
                 self.guards.append((key, wanted))
@@ -230,7 +231,7 @@ class Interpreter:
                     self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
             return state.evolve(torch_seeded=True, consumed=None)
         if kind in (Kind.DRAW, Kind.MODULE_INIT):
-            if not state.torch_seeded and state.consumed is None and self.ordered and not _draws_a_seed(effect):
+            if not state.torch_seeded and state.consumed is None and self.ordered and MAKES_A_SEED not in effect.detail:
                 return state.evolve(consumed=occurrence)
             return state
         if kind == Kind.CHECKPOINT:
@@ -548,14 +549,3 @@ def _stored_on(receiver: str | None, frame: Frame) -> dict:
 
 
 _FRESH = PathState()
-
-
-def _draws_a_seed(effect: ir.Effect) -> bool:
-    """A draw assigned to a seed's variable (`seed = torch.randint(1 << 31, size=[])`) makes the
-    seed, whatever route the value takes to the seeding call (EDM hands it to its training loop
-    in a config dict, which then seeds NumPy with it and torch from NumPy): not a consumption.
-    One that seeds a generator object instead is (calls.py's _seeds_a_generator)."""
-    detail = effect.detail
-    if effect.kind != Kind.DRAW or SEEDS_A_GENERATOR in detail:
-        return False
-    return any("seed" in name.lower() for name in detail if isinstance(name, str))
