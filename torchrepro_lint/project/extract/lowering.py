@@ -51,6 +51,7 @@ class Lowering(CallLowering):
         self.nodes: list[cst.CSTNode] = []
         self._attribute_values: dict[tuple, list] = {}  # (class, construction, attribute, instance) -> values
         self._pending: list[ir.AttributeOnCuda] = []
+        self._returns: dict[int, list[cst.Return]] | None = None  # id(function) -> its returns (_returns_of)
         # Given (the language server): the texts lowering the file's previous text generated,
         # and the ones this lowering generates, to hand to the next (see ExpressionTexts).
         self.texts = ExpressionTexts.following(texts_before, index.module) if texts_before is not None else None
@@ -120,9 +121,18 @@ class Lowering(CallLowering):
                     defaults[param.name.value] = value
         parent = path.rpartition(".")[0]
         body = live(self.block(node.body.body))
-        returns = tuple(self._made_by(r.value) for r in _returns_of(node.body.body))
+        returns = tuple(self._made_by(r.value) for r in self._returns_of(node))
         returns = returns if any(name for made in returns for name in made) else ()
         return ir.FunctionIR(path, self.ref(node), names, defaults, body, parent in self.index.classes, returns)
+
+    def _returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """The return statements of `function` (not of functions nested in it), in source order:
+        the index's Return nodes grouped once per module by their nearest function."""
+        if self._returns is None:
+            self._returns = {}
+            for node in self.index.nodes_of(cst.Return):
+                self._returns.setdefault(id(self.index.enclosing(node, cst.FunctionDef)), []).append(node)
+        return self._returns.get(id(function), [])
 
     def _made_by(self, value: cst.BaseExpression | None) -> tuple[str | None, ...]:
         """For a returned value: the project callee that made it (through the function's last
@@ -434,31 +444,3 @@ def _env_detail(key: str, value: cst.BaseExpression) -> tuple:
         if isinstance(value, str):
             return (key, value.strip())
     return (key,)
-
-
-def _returns_of(statements) -> list[cst.Return]:
-    """The return statements of a function body, outside nested functions and classes."""
-    out: list[cst.Return] = []
-    for statement in statements:
-        if isinstance(statement, cst.Return):
-            out.append(statement)
-        elif isinstance(statement, cst.SimpleStatementLine):
-            out.extend(s for s in statement.body if isinstance(s, cst.Return))
-        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef, cst.BaseSmallStatement)):
-            for block in _blocks(statement):
-                out.extend(_returns_of(block))
-    return out
-
-
-def _blocks(statement: cst.CSTNode):
-    """The statement lists of a compound statement's suites: its body, an elif chain, else,
-    except handlers and finally."""
-    parts = [getattr(statement, "body", None), getattr(statement, "orelse", None), getattr(statement, "finalbody", None)]
-    parts += [handler.body for handler in getattr(statement, "handlers", ())]
-    for part in parts:
-        if isinstance(part, cst.If):
-            yield from _blocks(part)
-        elif isinstance(part, (cst.Else, cst.Finally)):
-            yield part.body.body
-        elif isinstance(part, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            yield part.body
