@@ -167,7 +167,7 @@ class Sampler(nn.Module):
             if argument(call, 2, "training") is not ABSENT:
                 continue  # given, or maybe given through **kwargs
             p = argument(call, 1, "p")
-            if _zero(possible_values(index, p)) or self._opt_in_parameter(index, p, method):
+            if _zero(possible_values(index, p)) or self._opt_in_parameter(index, p):
                 continue
             if self._gated(index, call, method):
                 continue
@@ -190,7 +190,7 @@ class Sampler(nn.Module):
                 continue  # absent (0.0), or hidden in **kwargs
             if _zero(possible_values(index, p)) or self._gated(index, call, method, p):
                 continue
-            if self._from_parameter(index, p, method):
+            if self._from_parameter(index, p):
                 continue
             text = " ".join(index.module.code_for_node(p).split())
             yield context.report(
@@ -249,27 +249,30 @@ class Sampler(nn.Module):
                     return True
         return False
 
-    def _opt_in_parameter(self, index, value, method) -> bool:
+    def _opt_in_parameter(self, index, value) -> bool:
         """`p=noise_dropout` where `noise_dropout` is a parameter of the method that defaults to 0:
         nothing drops unless a caller asks for it, so the dropping is the caller's choice (a
         sampler's noise dropout), and `training=self.training` would silently undo it."""
-        if not isinstance(value, cst.Name):
-            return False
-        param = flow(index).parameter(value)
+        param = _parameter_behind(index, value)
         return param is not None and param.default is not None and _zero(possible_values(index, param.default))
 
-    def _from_parameter(self, index, value, method) -> bool:
+    def _from_parameter(self, index, value) -> bool:
         """`dropout_p=dropout_p` (or a local copy of it) where it is a parameter: the caller decides."""
-        fl = flow(index)
-        for _ in range(3):
-            if not isinstance(value, cst.Name):
-                return False
-            param = fl.parameter(value)
-            if param is not None:
-                return param.name.value != "self"
-            value = fl.reaching_value(value)
-        return False
+        param = _parameter_behind(index, value)
+        return param is not None and param.name.value != "self"
 
+
+def _parameter_behind(index, value) -> cst.Param | None:
+    """The parameter a name holds, directly or through up to two local copies of it."""
+    fl = flow(index)
+    for _ in range(3):
+        if not isinstance(value, cst.Name):
+            return None
+        param = fl.parameter(value)
+        if param is not None:
+            return param
+        value = fl.reaching_value(value)
+    return None
 
 def _mentions_training(expr: cst.CSTNode) -> bool:
     for node in descendants(expr):
