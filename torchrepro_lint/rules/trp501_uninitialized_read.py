@@ -6,6 +6,7 @@ from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.receivers import is_tensor
 from torchrepro_lint.analysis.syntax import arg, int_value, self_attribute, subtree
 from torchrepro_lint.fixes.edits import make_fix, replace
+from torchrepro_lint.project.known_apis import PARAMETER_CLASSES
 from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Example, Rule, last_names
 
@@ -59,7 +60,6 @@ READING_TORCH_PREFIXES = ("torch.nn.functional.", "torch.linalg.", "torch.fft.",
 BETA_FUNCTIONS = frozenset("torch.addmm torch.baddbmm torch.addbmm torch.addmv torch.addr".split())
 BETA_METHODS = frozenset("addmm baddbmm addbmm addmv addr".split())
 INIT_PREFIX = "torch.nn.init."
-PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
 METADATA_BUILTINS = frozenset({"builtins.len", "builtins.isinstance", "builtins.type", "builtins.id", "builtins.print"})
 
 INIT, READ, NEUTRAL, STOP = "init", "read", "neutral", "stop"  # STOP: partial, escaped or unknown
@@ -413,7 +413,7 @@ class _Tracker:
             return INIT, call
         func = call.func
         qualname = self.index.resolve(func, call) if isinstance(func, (cst.Name, cst.Attribute)) else None
-        if qualname in PARAMETER:
+        if qualname in PARAMETER_CLASSES:
             return self.fate(call, depth + 1)
         if qualname in METADATA_BUILTINS or qualname in NOT_READING_TORCH:
             return NEUTRAL, call

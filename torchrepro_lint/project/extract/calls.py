@@ -43,6 +43,7 @@ from torchrepro_lint.project.known_apis import (
     MODEL_FACTORIES,
     MODEL_FACTORY_PREFIXES,
     NUMPY_NOT_DRAWS,
+    PARAMETER_CLASSES,
     PEFT_ADAPTER_CALLS,
     PY_RANDOM_DRAWS,
     RANDOM_INIT_MODULES,
@@ -58,9 +59,9 @@ from torchrepro_lint.project.known_apis import (
     names_a_seed,
 )
 
-# A draw given to these as the initial value is a module's random init (_initializes_parameter),
-# and so are torch.nn.init's fills and in-place fills of a `.weight` / `.bias` (_fills_weights)
-PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# A draw given to a PARAMETER_CLASSES as the initial value is a module's random init
+# (_initializes_parameter), and so are these fills and in-place fills of a `.weight` / `.bias`
+# (_fills_weights)
 INIT_FUNCTIONS = "torch.nn.init."
 
 # Roots that are never project code: calls into them are classified, not followed.
