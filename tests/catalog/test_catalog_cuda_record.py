@@ -142,3 +142,24 @@ def test_variation_backs_the_rules():
         assert var[f"{op} det=False"] > 1 and var[f"{op} det=True"] == 1, op
     for op in ("bicubic_backward", "grid_sample_backward_native", "bincount_weights"):
         assert var[f"{op} det=False"] > 1 and var[f"{op} det=True"] > 1, op
+
+
+def test_environment_and_compile_entries_on_cuda():
+    """environment_cases.py (session 32): the [compile.*] and [environment.*] entries that had no
+    CUDA case, against what each entry's condition says."""
+    cases, var = RECORD["cases"], RECORD["variation"]
+    # Deterministic mode fills new CUDA memory (NaN, max int), and only with the flag on.
+    filled = cases["fill_uninitialized_memory"]["filled"]
+    assert all(filled["mode on"][k] for k in filled["mode on"] if k != "empty_any_seven")
+    for off in ("mode off", "mode on, fill_uninitialized_memory=False"):
+        assert filled[off]["empty_any_seven"] and not filled[off]["empty_all_nan"], off
+    # The mode turns Inductor's own deterministic switch on.
+    assert cases["inductor_config_deterministic"]["config"] == {"has_attribute": True, "default": False, "with_mode_on": True}
+    # Compiled scatter_add / index_put(accumulate=True) vary with the mode off and repeat with it on.
+    for op in ("compiled_scatter_add", "compiled_index_put_accumulate"):
+        assert var[f"{op} det=False"] > 1 and var[f"{op} det=True"] == 1, op
+        assert cases[op]["raised"] is None and cases[op]["repeat_equal"], op
+    assert var["compiled_max_pool2d_backward det=True"] == 1
+    # Not checkable on this device, and said so in ops.toml.
+    assert "CUTE flash attention library is not available" in RECORD["facts"]["flex_attention_flash_backward"]
+    assert RECORD["facts"]["cutlass_dsl_installed"] is False

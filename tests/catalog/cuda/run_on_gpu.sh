@@ -1,7 +1,7 @@
 #!/bin/bash
 # How tests/catalog/cuda/*.json was made: run on a machine with a CUDA build of torch, from the
 # repository root, with ../shared beside it (or VERIFY pointing at verify_on_cuda.py).
-# Writes strict.json, warn.json and extra.json under $OUT (default: .).
+# Writes strict.json, warn.json, extra.json and environment.json under $OUT (default: .).
 set -u
 OUT=${OUT:-.}
 VERIFY=${VERIFY:-../shared/tools/verify_on_cuda.py}
@@ -12,3 +12,4 @@ env -u CUBLAS_WORKSPACE_CONFIG python3 "$VERIFY" --json "$OUT/strict.json"
 env -u CUBLAS_WORKSPACE_CONFIG python3 "$VERIFY" --warn-only --json "$OUT/warn.json"
 OUT=$OUT python3 tests/catalog/cuda/extra_cases.py
 OUT=$OUT python3 tests/catalog/cuda/embedding_variation.py
+OUT=$OUT python3 tests/catalog/cuda/environment_cases.py
