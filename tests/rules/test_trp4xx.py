@@ -354,6 +354,55 @@ def load_weights(model, path):
     assert rows(lint, source, "TRP402") == {10}
 
 
+def test_evaluation_branch_of_a_module_is_not_differentiated(lint):
+    # A segmentation head returns its losses while training and upsamples its logits only for
+    # inference: that output is never backpropagated. Only the plain `self.training` test counts.
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+class Decoder(nn.Module):
+    def forward(self, feats, labels=None):
+        logits = self.proj(feats)
+        if self.training:
+            return self.loss(logits, labels)
+        else:
+            return F.interpolate(logits, scale_factor=8, mode="bilinear")
+
+    def predict(self, feats):
+        if not self.training:
+            feats = F.interpolate(feats, scale_factor=2, mode="bicubic")
+        return feats
+
+    def upsample(self, feats, labels):
+        if self.training:
+            return self.loss(feats, labels)
+        elif labels is None:
+            feats = F.interpolate(feats, scale_factor=2, mode="bicubic")
+        return F.interpolate(feats, scale_factor=2, mode="bicubic")
+
+class Refiner(nn.Module):
+    def forward(self, feats, labels=None):
+        if self.training:
+            return self.loss(feats, labels)
+        for _ in range(2):
+            feats = F.interpolate(feats, scale_factor=2, mode="bilinear")
+        return feats
+
+class Mixed(nn.Module):
+    def forward(self, feats, labels=None):
+        feats = F.interpolate(feats, scale_factor=2, mode="bilinear")
+        if self.training and labels is not None:
+            return self.loss(feats, labels)
+        if self.training:
+            self.steps += 1
+        return F.interpolate(feats, scale_factor=2, mode="bicubic")
+"""
+    # Mixed: the first resize also feeds the loss; `self.training and ...` leaves the rest
+    # reachable in training; a training branch that does not return gates nothing.
+    assert rows(lint, source, "TRP401") == {34}
+    assert rows(lint, source, "TRP402") == {39}
+
+
 def test_weight_resizing_helper_used_in_forward_is_reported(lint):
     # The same resizing helper, but a module calls it in forward: gradients reach the embedding.
     source = """import torch

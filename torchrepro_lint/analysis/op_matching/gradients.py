@@ -1,7 +1,7 @@
 """Gradient evidence: where nothing is differentiated, so a backward-only op never runs.
 
 ``GradContext`` says why the code at a node runs without autograd: no_grad / inference_mode
-blocks and decorators, Datasets, transforms, collate functions, checkpoint-loading code, Lightning
+blocks and decorators, a module's evaluation-only branch (training_gate.py), Datasets, transforms, collate functions, checkpoint-loading code, Lightning
 evaluation steps; and whether a value only reaches uses that autograd cannot go through
 (``> 0.5``, ``.gt_()``, ``.long()``, ``.item()``). ``RequiresGrad`` decides the catalogue's
 ``requires_grad`` condition for a call: the above, plus a module-level function or helper class
@@ -20,6 +20,7 @@ from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.op_matching.calls import ApiCall
+from torchrepro_lint.analysis.training_gate import runs_only_in_evaluation
 
 if TYPE_CHECKING:
     from torchrepro_lint.analysis.project_uses import ProjectUses
@@ -93,6 +94,8 @@ class GradContext:
 
     def no_grad_reason(self, node: cst.CSTNode) -> str | None:
         """'under `torch.no_grad()`', 'in a Dataset', ... or None when gradients may flow."""
+        if runs_only_in_evaluation(self.index, node):
+            return "where `self.training` is False (the evaluation output is not backpropagated)"
         for ancestor in self.index.ancestors(node):
             if isinstance(ancestor, cst.With):
                 state = self._with_state(ancestor)
