@@ -403,6 +403,47 @@ class Mixed(nn.Module):
     assert rows(lint, source, "TRP402") == {39}
 
 
+def test_method_the_project_calls_only_without_gradients(lint):
+    # A mask upscaler called only from no-grad entry points never runs a backward; the same
+    # method reached from a differentiated forward does; a framework's subclass may have its
+    # method called by the framework (unseen), so an explicit no-grad call proves nothing there.
+    files = {
+        "model.py": """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformers import Trainer
+
+class Masker(nn.Module):
+    @torch.no_grad()
+    def forward(self, x):
+        return self.enlarge(self.body(x))
+
+    def enlarge(self, masks):
+        return F.interpolate(masks, scale_factor=4, mode="bilinear")
+
+class Tuned(nn.Module):
+    def forward(self, x):
+        return self.widen(self.body(x))
+
+    def widen(self, masks):
+        return F.interpolate(masks, scale_factor=4, mode="bilinear")
+
+class Fitter(Trainer):
+    def compute_loss(self, model, inputs):
+        return F.interpolate(model(inputs), scale_factor=2, mode="bilinear").mean()
+""",
+        "predict.py": """import torch
+from model import Masker, Tuned, Fitter
+
+@torch.no_grad()
+def preview(masker, tuned, fitter, x):
+    return masker.enlarge(x), tuned.widen(x), fitter.compute_loss(tuned, x)
+""",
+    }
+    result = lint(files)
+    assert {(name, row) for name, row, _ in reported(result, lint.root, "TRP401")} == {("model.py", 19), ("model.py", 23)}
+
+
 def test_weight_resizing_helper_used_in_forward_is_reported(lint):
     # The same resizing helper, but a module calls it in forward: gradients reach the embedding.
     source = """import torch

@@ -146,6 +146,16 @@ class ProjectUses:
             return False
         return self.only_without_grad(other, use.outer_function, depth + 1)
 
+    def name_used_only_without_grad(self, name: str) -> bool:
+        """Every use of `name` in the project (`<expr>.name` or a bare `name`) runs without
+        gradients: a method the project calls only from no-grad code. Matched by name alone, so
+        a same-named method used with gradients anywhere keeps the answer False."""
+        key = ("name", name)
+        if key not in self._memo:
+            uses = [use for other in self.project.modules_mentioning(name) for use in summary(other, "uses", name)]
+            self._memo[key] = bool(uses) and all(use.no_grad for use in uses)
+        return self._memo[key]
+
     def top_level_model(self, module, klass: cst.ClassDef) -> bool:
         """The project builds this class, and never inside an nn.Module class: it is a whole model,
         and its `forward` receives data."""

@@ -49,6 +49,8 @@ TRANSFORM_NAME = re.compile(
     r"Cutout|Mixup|MixUp|CutMix|Perspective|Grayscale|Posterize|Solarize|Equalize"
 )
 DATASET_BASES = ("torch.utils.data.", "torchvision.datasets.", "datasets.")
+# Bases whose subclasses' methods run only when the project calls them (no framework hooks).
+PLAIN_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "builtins.object", "object"})
 NO_GRAD_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
 LIGHTNING = ("lightning.", "pytorch_lightning.")
 # Uses of a tensor that autograd cannot go through (the op's backward then never runs).
@@ -398,6 +400,9 @@ class RequiresGrad:
                 return False
         if self._resizing_method_of_loading(node):
             return False
+        method = self._explicitly_called_method(node)
+        if method is not None and self.uses is not None and self.uses.name_used_only_without_grad(method.name.value):
+            return False
         helper = self._plain_class(node)
         if helper is not None and self.uses is not None and self.module is not None:
             # a helper object (not an nn.Module) that the project only builds and uses in code
@@ -431,6 +436,19 @@ class RequiresGrad:
                 return False
             found = found or answer is True
         return found
+
+    def _explicitly_called_method(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The method holding `node`, where only the project's own calls can run it: not a dunder
+        or `forward` (run by `module(x)`), in a class whose bases are nn.Module, `object` or the
+        project's own classes (a Trainer's or LightningModule's methods are hooks a framework
+        calls by name, unseen)."""
+        method = self.index.enclosing(node, cst.FunctionDef)
+        klass = self.index.parents.get(self.index.parents.get(method)) if method is not None else None
+        if not isinstance(klass, cst.ClassDef) or method.name.value.startswith("__") or method.name.value == "forward":
+            return None  # (a method's parent is its class body, whose parent is the class)
+        if self.grad._derives(klass, lambda q: q not in PLAIN_BASES and not q.startswith(LOCAL)):
+            return None
+        return method
 
     @staticmethod
     def _called_only_without_grad(index: ModuleIndex, grad: GradContext, name: str) -> bool | None:
