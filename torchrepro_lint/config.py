@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -45,6 +47,9 @@ class Config:
     torch_version: tuple[int, int] = NEWEST_TORCH
     seed: int = 0
     console_scripts: dict[str, str] = field(default_factory=dict)
+    # Top-level packages the project distributes (pyproject's [project] name, setuptools' or
+    # Poetry's package lists): their modules are library code (TRP101's "library modules").
+    library_packages: list[str] = field(default_factory=list)
     fail_on: str = DEFAULT_FAIL_ON  # one of FAIL_LEVELS: findings this severe or more fail the run
 
     def fails(self, severity) -> bool:
@@ -117,6 +122,32 @@ def _common_parent(paths: list[Path]) -> Path:
     return common
 
 
+def distributed_packages(data: dict) -> list[str]:
+    """The top-level package names a pyproject says the project ships: its distribution name
+    (`vit-pytorch` -> `vit_pytorch`), `[tool.setuptools] packages`, the `include` patterns of
+    `[tool.setuptools.packages.find]`, and `[tool.poetry] packages`. Names only: whether such a
+    package exists is the file tree's business. Malformed entries are skipped (they are the
+    packaging tool's to report)."""
+    names: list[str] = []
+    project = data.get("project", {})
+    if isinstance(project, dict) and isinstance(project.get("name"), str):
+        names.append(re.sub(r"[-.]+", "_", project["name"]).lower())
+    tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
+    setuptools = tool.get("setuptools", {}) if isinstance(tool.get("setuptools"), dict) else {}
+    packages = setuptools.get("packages")
+    if isinstance(packages, list):
+        names.extend(p for p in packages if isinstance(p, str))
+    elif isinstance(packages, dict) and isinstance(packages.get("find"), dict):
+        include = packages["find"].get("include")
+        names.extend(p for p in include if isinstance(p, str)) if isinstance(include, list) else None
+    poetry = tool.get("poetry", {}) if isinstance(tool.get("poetry"), dict) else {}
+    for entry in poetry.get("packages", []) if isinstance(poetry.get("packages"), list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("include"), str):
+            names.append(entry["include"])
+    top = (re.split(r"[./*]", name, maxsplit=1)[0] for name in names)
+    return sorted({name for name in top if name.isidentifier()})
+
+
 def _read(pyproject: Path) -> Config:
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
@@ -128,6 +159,7 @@ def _read(pyproject: Path) -> Config:
     scripts = data.get("project", {}).get("scripts", {})
     if isinstance(scripts, dict):
         config.console_scripts = {k: v for k, v in scripts.items() if isinstance(v, str)}
+    config.library_packages = distributed_packages(data)
     table = data.get("tool", {}).get("torchrepro-lint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{pyproject}: [tool.torchrepro-lint] must be a table")

@@ -33,6 +33,26 @@ def test_same_smoke_test_in_an_unimported_script_is_reported(lint):
     assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("probe.py", 4, "TRP101")}
 
 
+def test_smoke_test_in_a_distributed_package_is_library_code(lint):
+    # A model zoo ships `blocks` (its pyproject says so); one block's self-check is imported by
+    # nothing in the repository, yet it is still library code. Its `__main__.py` is a command.
+    smoke = (
+        "import torch\nimport torch.nn as nn\n\nif __name__ == '__main__':\n"
+        "    print(nn.Linear(4, 2)(torch.randn(3, 4)).shape)\n"
+    )
+    files = {
+        "pyproject.toml": '[project]\nname = "block-zoo"\n\n[tool.setuptools.packages.find]\ninclude = ["blocks*"]\n',
+        "blocks/__init__.py": "",
+        "blocks/mixer.py": smoke,
+        "blocks/__main__.py": "import torch\nprint(torch.rand(2))\n",
+        "block_zoo/__init__.py": "",
+        "block_zoo/probe.py": smoke,
+        "tools/__init__.py": "",
+        "tools/probe.py": smoke,
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("blocks/__main__.py", 1, "TRP101"), ("tools/probe.py", 4, "TRP101")}
+
+
 def test_imported_module_that_trains_in_its_main_block_is_reported(lint):
     files = {
         "app.py": "import trainer\n",
@@ -496,3 +516,19 @@ def test_a_very_deep_chain_of_imports_is_truncated_not_a_crash(lint):
     files["train.py"] = "import torch\nimport m0\n\nif __name__ == '__main__':\n    torch.rand(2)\n"
     # The seed lies past the import bound: the run is truncated, and TRP101 does not guess.
     assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == set()
+
+
+def test_distributed_packages_read_from_pyproject():
+    from torchrepro_lint.config import distributed_packages
+
+    assert distributed_packages({"project": {"name": "Vit.Pytorch-Extra"}}) == ["vit_pytorch_extra"]
+    data = {
+        "project": {"name": "zoo"},
+        "tool": {
+            "setuptools": {"packages": {"find": {"include": ["blocks*", "heads.*", 3, "src/*"]}}},
+            "poetry": {"packages": [{"include": "layers"}, "junk", {"include": 5}]},
+        },
+    }
+    assert distributed_packages(data) == ["blocks", "heads", "layers", "src", "zoo"]
+    assert distributed_packages({"tool": {"setuptools": {"packages": ["a.b", "c"]}}}) == ["a", "c"]
+    assert distributed_packages({"project": "not a table", "tool": []}) == []

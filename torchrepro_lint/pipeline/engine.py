@@ -161,7 +161,7 @@ def lint_sources(
         findings: list[Finding] = [f for f in parse_failures if selection.enabled(PARSE_ERROR, True)]
         runner = ProgramRunner(project, cache, configuration, store, stats)
         runner.progress = progress
-        programs = runner.find(config.console_scripts, hub)
+        programs = runner.find(config.console_scripts, hub, config.library_packages)
         context = LintContext(project, programs, config)
         program_checker = ProgramChecker(context, program_rules, cache, configuration, store)
         if hub is not None:  # every process runs program rules once it has checked its files

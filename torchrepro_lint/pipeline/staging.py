@@ -462,9 +462,9 @@ class ProgramRunner:
         self.project, self.cache, self.configuration, self.store, self.stats = project, cache, configuration, store, stats
         self._digests: Digests | None = None
 
-    def find(self, console_scripts, hub=None):
+    def find(self, console_scripts, hub=None, library_packages=()):
         """Every program; with a `hub` (shards/), interpreted by every process at once."""
-        entries = program_entries(self.project, console_scripts)
+        entries = program_entries(self.project, console_scripts, library_packages)
         if self.store is not None:  # (a previous run's, in the language server)
             self.project.adopt_recordings(lambda reads: self.store.reads.still_hold(reads, self.project))
         self.progress.start("programs", len(entries))

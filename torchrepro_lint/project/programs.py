@@ -48,17 +48,24 @@ class Entry:
         return Program(self.module, self.kind, self.anchor_ref, facts, self.function, self.imported)
 
 
-def program_entries(project: ProjectIndex, console_scripts: dict[str, str] | None = None) -> list[Entry]:
-    """Every program's entry, in a fixed order; found from the IR alone (no program runs)."""
+def program_entries(
+    project: ProjectIndex, console_scripts: dict[str, str] | None = None, library_packages=()
+) -> list[Entry]:
+    """Every program's entry, in a fixed order; found from the IR alone (no program runs).
+    A module is library code when the project imports it or it belongs to a package the
+    project distributes (`library_packages`, config.distributed_packages)."""
     entries: list[Entry] = []
     imported = project.imported_by_project()
     for module in project.linted_modules:
+        # (a package's `__main__.py` is its command, `python -m pkg`: a program, not a smoke test)
+        distributed = module.package is not None and not module.is_dunder_main and module.name.split(".")[0] in library_packages
+        library = module.path in imported or distributed
         guard = module.table.main_guard
         if guard is not None or module.is_dunder_main:
             kind = "main-guard" if guard is not None else "dunder-main"
-            entries.append(Entry(module, kind, guard, True, imported=module.path in imported))
+            entries.append(Entry(module, kind, guard, True, imported=library))
         elif module.table.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
-            if module.path not in imported:
+            if not library:
                 entries.append(Entry(module, "script", None, True))
     for target in (console_scripts or {}).values():
         module_name, _, function = target.partition(":")
