@@ -102,3 +102,39 @@ def test_message_quotes_a_module_outside_the_working_directory_relative_to_it(li
     result = lint_one(lint.root, files, "train.py", lint.root / "examples", monkeypatch)
     messages = [f.message for f in result.findings]
     assert len(messages) == 1 and "at ../src/mylib/tables.py:3 already drew" in messages[0]
+
+
+def test_checkpoint_loaded_after_the_seed_replaces_the_earlier_init(lint):
+    # The spec's trap "models loaded from a checkpoint" holds whichever side of the seed the load
+    # is on: the init drawn before the seed is overwritten. A load on one branch only leaves the
+    # other branch's run with the unseeded init; a plain draw before the seed survives any load.
+    source = """import torch
+import torch.nn as nn
+
+def restored(path):
+    net = nn.Linear(8, 8)
+    torch.manual_seed(0)
+    net.load_state_dict(torch.load(path))
+    return net
+
+def maybe_restored(path, resume):
+    net = nn.Linear(8, 8)
+    torch.manual_seed(0)
+    if resume:
+        net.load_state_dict(torch.load(path))
+    return net
+
+def noisy(path):
+    noise = torch.randn(8)
+    torch.manual_seed(0)
+    net = nn.Linear(8, 8)
+    net.load_state_dict(torch.load(path))
+    return net, noise
+
+if __name__ == "__main__":
+    restored("a.pt")
+"""
+    assert reported(lint({"train.py": source}, SELECT), lint.root) == set()
+    for entry, row in (("maybe_restored('a.pt', input())", 12), ("noisy('a.pt')", 19)):
+        main = source.replace('restored("a.pt")', entry)
+        assert reported(lint({"train.py": main}, SELECT), lint.root) == {("train.py", row, "TRP105")}, entry

@@ -148,11 +148,12 @@ class _Reanchored:
         return found
 
     def state(self, state: PathState) -> PathState:
-        consumed, claim, benchmark = state.consumed, state.claim, state.benchmark
-        if consumed is None and claim is None and benchmark is None:
+        consumed, claim, benchmark, pending = state.consumed, state.claim, state.benchmark, state.pending_late
+        if consumed is None and claim is None and benchmark is None and pending is None:
             return state
         return state.evolve(
-            consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark)
+            consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark),
+            pending_late=tuple(self.occurrence(o) for o in pending) if pending is not None else None,
         )
 
     def facts(self, facts: Facts) -> Facts:

@@ -74,7 +74,7 @@ class Interpreter:
             symbol = self.project.resolve("@." + function, self.entry)
             if symbol is not None and symbol.is_function:
                 states = self.invoke(symbol, (), (), states, frame, ref=symbol.function.ref)
-        self.facts.final_states.extend(states)
+        self.facts.end_paths(states)
         self.run_callbacks()
         return self.facts
 
@@ -204,6 +204,9 @@ class Interpreter:
         guards = frozenset(self.guards) | (frozenset([extra_guard]) if extra_guard else frozenset())
         return Occurrence(site, frame.anchor or site, detail, guards, self.ordered)
 
+    def _is_module_init(self, consumed: Occurrence) -> bool:
+        return consumed.site in self.facts.effects.get(Kind.MODULE_INIT, {})
+
     def effect(self, effect: ir.Effect, states: list[PathState], frame: Frame) -> list[PathState]:
         value = self.evaluate(effect.value, frame)
         out: list[PathState] = []
@@ -228,6 +231,8 @@ class Interpreter:
             if self.ordered and not state.torch_seeded and state.consumed is not None and not state.declined_seed:
                 seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()
                 if not seed_names & set(state.consumed.detail):
+                    if self._is_module_init(state.consumed) and state.pending_late is None:
+                        return state.evolve(torch_seeded=True, consumed=None, pending_late=(occurrence, state.consumed))
                     self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
             return state.evolve(torch_seeded=True, consumed=None)
         if kind in (Kind.DRAW, Kind.MODULE_INIT):
@@ -235,9 +240,11 @@ class Interpreter:
                 return state.evolve(consumed=occurrence)
             return state
         if kind == Kind.CHECKPOINT:
-            # Weights loaded over a random init: that init no longer matters.
-            if state.consumed is not None and state.consumed.site in self.facts.effects.get(Kind.MODULE_INIT, {}):
+            # Weights loaded over a random init, before the seed or after it: that init no longer matters.
+            if state.consumed is not None and self._is_module_init(state.consumed):
                 return state.evolve(consumed=None)
+            if state.pending_late is not None:
+                return state.evolve(pending_late=None)
             return state
         if kind in (Kind.CLAIM, Kind.CUDNN_DETERMINISTIC, Kind.DET_MODE, Kind.DET_MODE_WARN):
             claim = state.claim or occurrence
@@ -485,7 +492,7 @@ class Interpreter:
         # guards do not run), then calls the target.
         start, _ = child.block(symbol.module.top, [PathState()], child_frame)
         final = child.invoke(symbol, (), (), start, child_frame, ref=None)
-        child.facts.final_states.extend(final)
+        child.facts.end_paths(final)
         child.run_callbacks()
         self.steps = child.steps
         self.facts.spawns.append((occurrence, parent_set_up, child.facts))

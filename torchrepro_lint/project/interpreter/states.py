@@ -77,6 +77,9 @@ class PathState(_HashedOnce):
     # seed: `if args.seed is not None: set_seed(args.seed)`): the run chose to stay unseeded,
     # so a later reseed (a sampler's) is no late seed
     declined_seed: bool = False
+    # A seed that came after a module's random init, until the path ends (then a late seed) or
+    # loads a checkpoint over that init (then it never mattered): (seed, init) occurrences.
+    pending_late: tuple | None = None
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
 
     def evolve(self, **changes) -> PathState:
@@ -98,6 +101,14 @@ class Facts:
     truncated: bool = False
     modules: set = field(default_factory=set)  # paths of the modules whose code ran
     functions: set = field(default_factory=set)  # (module path, function path) of the functions called
+
+    def end_paths(self, states) -> None:
+        """The program's paths are over: each seed still pending on one is a late seed."""
+        for state in states:
+            if state.pending_late is not None:
+                seed, consumed = state.pending_late
+                self.late_seeds.setdefault(seed.anchor, consumed)
+        self.final_states.extend(states)
 
     def add(self, kind: str, occurrence: Occurrence) -> None:
         self.effects.setdefault(kind, {}).setdefault(occurrence.site, occurrence)
