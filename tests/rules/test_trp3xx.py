@@ -42,6 +42,26 @@ if __name__ == "__main__":
     assert "generator=" in by_file["seeded.py"].message and "worker_init_fn" in by_file["seeded.py"].message
 
 
+def test_trp301_message_claims_a_drawn_order_only_where_the_loader_may_shuffle(lint):
+    # An evaluation loader that reads in order still draws its workers' seeds from torch's
+    # generator, but it has no shuffle order to lose; a sampler may be random, so it keeps it.
+    source = """from torch.utils.data import DataLoader, SequentialSampler
+
+def loaders(ds, n):
+    plain = DataLoader(ds, batch_size=4, num_workers=n)
+    ordered = DataLoader(ds, 4, False, num_workers=n)
+    shuffled = DataLoader(ds, batch_size=4, shuffle=True, num_workers=n)
+    sampled = DataLoader(ds, batch_size=4, sampler=SequentialSampler(ds), num_workers=n)
+    return plain, ordered, shuffled, sampled
+"""
+    messages = {f.row: f.message for f in findings(lint(source), "TRP301")}
+    assert sorted(messages) == [4, 5, 6, 7]
+    for row in (4, 5):
+        assert "worker seeds (the order is sequential)" in messages[row] and "shuffle order" not in messages[row]
+    for row in (6, 7):
+        assert "worker seeds and the shuffle order" in messages[row]
+
+
 def test_trp301_a_module_imported_by_a_second_program_that_never_runs_it_keeps_the_note(lint):
     # Regression (detr): a launcher imports main.py for its argument parser only; the loader's
     # function runs only in main.py's own program, which seeds torch.

@@ -6,6 +6,7 @@ from torchrepro_lint.analysis.dataflow.classes import callee_classes, derives_fr
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.dataflow.dict_views import dict_view, literal
 from torchrepro_lint.analysis.syntax import arg, int_value, is_none
+from torchrepro_lint.project.extract.literals import is_false
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.programs import seeds_torch
 from torchrepro_lint.fixes.edits import add_keywords, insert_after_imports, make_fix, module_name_for
@@ -31,7 +32,8 @@ LIGHTNING_MODULES = frozenset(
     for root in ("lightning", "lightning.pytorch", "pytorch_lightning", "pytorch_lightning.core")
     for name in ("LightningDataModule", "LightningModule")
 )
-POSITION = {"num_workers": 5, "worker_init_fn": 10, "generator": 12}
+POSITION = {"shuffle": 2, "sampler": 3, "batch_sampler": 4, "num_workers": 5, "worker_init_fn": 10, "generator": 12}
+ORDER_KEYS = ("sampler", "batch_sampler")  # a sampler may shuffle; without one, only `shuffle=` does
 SEEDING_KEYS = ("worker_init_fn", "generator")
 
 
@@ -221,7 +223,8 @@ def make_loader(ds, seed):
             seeded = None if not programs else all(seeds_torch(p.facts) for p in programs)
             severity = Severity.NOTE if seeded else Severity.WARNING
             fix = worker_seed_fix(module, call, context.config.seed)
-            yield context.report(self, module, call, self._message(workers, seeded, module), severity, fix=fix)
+            message = self._message(workers, seeded, module, self._may_shuffle(view))
+            yield context.report(self, module, call, message, severity, fix=fix)
 
     @staticmethod
     def _loader_kind(project, module, qualname: str) -> str | None:
@@ -280,24 +283,36 @@ def make_loader(ds, seed):
                     fabric_seeds = fabric_seeds or (fabric and workers is None)
         return fabric_seeds and loaders_set_up
 
-    def _message(self, workers: cst.BaseExpression, seeded: bool | None, module) -> str:
+    @staticmethod
+    def _may_shuffle(view) -> bool:
+        """Whether the loader may draw its order: `shuffle=` not literally False, or a sampler
+        given (which may be random). A sequential loader still draws its workers' seeds."""
+        for option in view.options:
+            if any(key in option and not is_none(option[key]) for key in ORDER_KEYS):
+                return True
+            if "shuffle" in option and not is_false(option["shuffle"]):
+                return True
+        return False
+
+    def _message(self, workers: cst.BaseExpression, seeded: bool | None, module, shuffles: bool = True) -> str:
         text = " ".join(module.source.module.code_for_node(workers).split())
         if len(text) > 30:
             text = text[:27] + "..."
+        drawn = "worker seeds and the shuffle order are" if shuffles else "worker seeds (the order is sequential) are"
         if seeded:
             consequence = (
-                "worker seeds and the shuffle order are drawn from torch's global generator, so any "
-                "other draw before a pass (an extra eval batch, a new layer) shifts the data stream"
+                f"{drawn} drawn from torch's global generator, so any other draw before a pass (an "
+                f"extra eval batch, a new layer) shifts {'the data stream' if shuffles else 'the random augmentations workers draw'}"
             )
         elif seeded is None:
             consequence = (
-                "worker seeds and the shuffle order are drawn from torch's global generator: random "
-                "in a program that does not seed torch, and shifted by any other draw in one that does"
+                f"{drawn} drawn from torch's global generator: random in a program that does not seed "
+                "torch, and shifted by any other draw in one that does"
             )
         else:
             consequence = (
-                "worker seeds and the shuffle order are drawn from torch's global generator, which "
-                "this program does not seed, so every run sees different augmentations and order"
+                f"{drawn} drawn from torch's global generator, which this program does not seed, so "
+                f"every run sees different {'augmentations and order' if shuffles else 'random augmentations in the workers'}"
             )
         return (
             f"DataLoader with `num_workers={text}` but neither `generator=` nor `worker_init_fn=`: "
