@@ -44,6 +44,8 @@ def combine(verdicts: list[Verdict]) -> Verdict:
 
 
 INDEXING = "which element an index or slice picks"
+FIRST_ENTRY = "which entry next() picks first"
+_PICKING_ONE = (INDEXING, FIRST_ENTRY)  # sinks that pick one element: harmless when there is one
 SORTING_CALLS = frozenset({"builtins.sorted", "heapq.nsmallest", "heapq.nlargest", "natsort.natsorted", "natsort.os_sorted"})
 ORDER_FREE_CALLS = frozenset(
     "builtins.set builtins.frozenset builtins.len builtins.sum builtins.min builtins.max builtins.any "
@@ -57,7 +59,7 @@ MATERIALIZING_CALLS = frozenset(
 SELECTING_CALLS = {
     "builtins.enumerate": "the numbers enumerate() assigns",
     "builtins.zip": "which elements zip() pairs",
-    "builtins.next": "which entry next() picks first",
+    "builtins.next": FIRST_ENTRY,
     "random.shuffle": "what a seeded random.shuffle returns (it permutes by position)",
     "random.choice": "what a seeded random.choice picks (by position)",
     "random.sample": "what a seeded random.sample picks (by position)",
@@ -235,10 +237,17 @@ class OrderFlow:
         if qualname in SELECTING_CALLS:
             if qualname == "builtins.next" and call.args and call.args[0] is not arg_node:
                 return self._end(state, UNKNOWN, node)  # the default of next()
+            if qualname == "builtins.next" and self._tests_existence(call):
+                return self._end(state, SAFE, call)
             return self._end(self._step(state, node), HAZARD, call, SELECTING_CALLS[qualname])
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("extend", "append", "insert"):
             if call.func.attr.value == "insert" and call.args and call.args[0] is arg_node:
                 return self._end(state, SAFE, call)
+            if call.func.attr.value != "extend" and not isinstance(node, cst.Dict):
+                # `out.append(s)` stores the collection as one element: the list's order is
+                # not taken from it, and what becomes of the element we cannot see. (A param
+                # group `{"params": s}` appended to a list of groups is still followed.)
+                return self._end(state, UNKNOWN, call)
             return self._into(call.func.value, call, self._step(state, node, materialized=True), depth)
         method = method_name(call)
         if method in ("union", "intersection", "difference", "symmetric_difference"):
@@ -257,6 +266,27 @@ class OrderFlow:
                 appended.add(dotted(node.func.value))
         others = [a for a in call.args if a is not arg_node]
         return bool(others) and all(a.keyword is None and not a.star and dotted(a.value) in appended for a in others)
+
+    def _tests_existence(self, call: cst.Call) -> bool:
+        """`next(...)`'s value is thrown away (only StopIteration matters), compared `is None` /
+        `is not None`, or only tested for truth: it says whether there is an entry, not which."""
+        parents = self.flow.parents
+        parent = parents.get(call)
+        if isinstance(parent, cst.Expr):
+            return True
+        if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp)) and parent.test is call:
+            return True
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is None:
+            holder = parents.get(parent)
+            return isinstance(holder, cst.Call) and self.index.resolve(holder.func, holder) == "builtins.bool"
+        comparison = parents.get(parent) if isinstance(parent, cst.ComparisonTarget) else parent
+        if not (isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1):
+            return False
+        (target,) = comparison.comparisons
+        other = target.comparator if comparison.left is call else comparison.left
+        return isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(other, cst.Name) and other.value == "None"
 
     def _counter_only(self, call: cst.Call) -> bool:
         """`for i, x in enumerate(c):` where `i` only feeds log messages (or nothing)."""
@@ -337,8 +367,10 @@ class OrderFlow:
         if not uses:
             return self._end(state, UNKNOWN, target)
         verdicts = [self._from(use, state, depth + 1) for use in uses]
-        if any(v.kind == HAZARD and v.sink == INDEXING for v in verdicts) and self._single_asserted(uses):
-            verdicts = [v for v in verdicts if not (v.kind == HAZARD and v.sink == INDEXING)] or [Verdict(SAFE)]
+        picks_one = [v.kind == HAZARD and v.sink in _PICKING_ONE for v in verdicts]
+        if any(picks_one) and self._single_asserted(uses):
+            # Of a single element, every index and next() pick the same one.
+            verdicts = [v for v, picks in zip(verdicts, picks_one) if not picks] or [Verdict(SAFE)]
         return combine(verdicts)
 
     def _single_asserted(self, uses) -> bool:
@@ -418,7 +450,7 @@ class OrderFlow:
         if isinstance(comp, cst.GeneratorExp) and isinstance(parent, cst.Arg):
             call = self.flow.parents.get(parent)
             if isinstance(call, cst.Call) and self.index.resolve(call.func, call) == "builtins.next" and call.args[0] is parent:
-                return SELECTING_CALLS["builtins.next"]
+                return None if self._tests_existence(call) else FIRST_ENTRY
         return None
 
     def _innermost_loop(self, node) -> cst.CSTNode | None:
