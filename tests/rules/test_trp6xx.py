@@ -508,6 +508,68 @@ class T(unittest.TestCase):
     assert lines(lint, source, "TRP602") == {16}
 
 
+def test_trp601_zip_with_a_list_derived_from_the_same_listing(lint):
+    source = """import os
+
+def upload(root, client):
+    srcs = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+    for s, t in zip(srcs, [os.path.relpath(s, root) for s in srcs]):
+        client.upload_file(s, t)
+    for s, base in zip(map(os.path.basename, srcs), srcs):
+        client.upload_file(s, base)
+
+def filtered(root):
+    names = os.listdir(root)
+    return list(zip(names, [n for n in names if n.endswith(".pt")]))
+
+def two_listings(root, other):
+    names = os.listdir(root)
+    return list(zip(names, [n.upper() for n in os.listdir(other)]))
+
+def nested(root, parts):
+    names = os.listdir(root)
+    return list(zip(names, [n + p for n in names for p in parts]))
+
+def indexed(root):
+    names = os.listdir(root)
+    return list(zip(names, [len(n) for n in names]))[0]
+"""
+    assert lines(lint, source, "TRP601") == {11, 15, 16, 19, 23}
+
+
+def test_trp601_zip_with_a_variable_derived_from_the_same_listing(lint):
+    # Regression (OLMo's checkpoint upload): destination keys computed from the local paths in
+    # a list of their own, then zipped back with them.
+    source = """import os
+
+def upload(local_dir, prefix, client):
+    local_paths = [os.path.join(r, f) for r, _, files in os.walk(local_dir) for f in files]
+    keys = [os.path.join(prefix, os.path.relpath(p, local_dir)) for p in local_paths]
+    print(len(local_paths), "files")
+    for path, key in zip(local_paths, keys):
+        client.upload_file(path, key)
+
+def reversed_between(root):
+    names = os.listdir(root)
+    sizes = [os.path.getsize(n) for n in names]
+    names.reverse()
+    return list(zip(names, sizes))
+
+def rebound_between(root, other):
+    names = os.listdir(root)
+    sizes = list(map(os.path.getsize, names))
+    names = os.listdir(other)
+    return list(zip(names, sizes))
+
+def derived_reordered(root):
+    names = os.listdir(root)
+    sizes = [os.path.getsize(n) for n in names]
+    sizes.reverse()
+    return list(zip(names, sizes))
+"""
+    assert lines(lint, source, "TRP601") == {11, 17, 19, 23}
+
+
 def test_trp603_a_param_group_appended_to_a_list_of_groups_is_still_followed(lint):
     # Appending stores one element, but a param group's "params" is what the optimizer iterates.
     source = """import torch

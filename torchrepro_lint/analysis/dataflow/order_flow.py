@@ -229,8 +229,9 @@ class OrderFlow:
             return self._from(call, self._step(state, node, materialized=True), depth + 1)
         if qualname == "builtins.map" and call.args and call.args[0] is not arg_node:
             return self._from(call, self._step(state, node, materialized=True), depth + 1)
-        if qualname == "builtins.zip" and self._parallel(call, arg_node, state):
-            # Lists accumulated side by side in one loop pair up in any order.
+        if qualname == "builtins.zip" and (self._parallel(call, arg_node, state) or self._zips_with_itself(call)):
+            # Lists accumulated side by side in one loop, or one list zipped with a list
+            # derived from it element by element, pair up the same in any order.
             return self._from(call, self._step(state, node, materialized=True), depth + 1)
         if qualname == "builtins.enumerate" and self._counter_only(call):
             return self._loop(self.flow.parents[call], self._step(state, node), depth)
@@ -287,6 +288,56 @@ class OrderFlow:
         (target,) = comparison.comparisons
         other = target.comparator if comparison.left is call else comparison.left
         return isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(other, cst.Name) and other.value == "None"
+
+    def _zips_with_itself(self, call: cst.Call) -> bool:
+        """`zip(xs, [f(x) for x in xs])`, `zip(xs, map(f, xs))`, or `ys = [f(x) for x in xs]`
+        then `zip(xs, ys)`: every argument is one list, or one element per element of it, so
+        the i-th elements belong together in any order."""
+        if len(call.args) < 2 or any(a.keyword is not None or a.star for a in call.args):
+            return False
+        sources = {self._elementwise_source(a.value, call) for a in call.args}
+        return len(sources) == 1 and None not in sources
+
+    def _elementwise_source(self, expr: cst.BaseExpression, at: cst.Call) -> tuple | None:
+        """The list `expr` is, or is derived from element by element, as a (name, binding) key."""
+        source = _mapped_over(self.index, expr)
+        if source is not None:
+            return self._list_key(source)
+        if isinstance(expr, cst.Name):
+            value = self.flow.reaching_value(expr)
+            source = _mapped_over(self.index, value) if value is not None else None
+            # Through a variable only when both lists stay as they were up to the zip (no
+            # `.reverse()`, no rebinding in between) and the binding of the source is known.
+            if isinstance(source, cst.Name) and self.flow.reaching_value(source) is not None:
+                statement = self.flow.statement(value)
+                if self._left_alone(expr.value, statement, at) and self._left_alone(source.value, statement, at):
+                    return self._list_key(source)
+        return self._list_key(expr)
+
+    def _list_key(self, expr: cst.BaseExpression) -> tuple | None:
+        name = dotted(expr)
+        if name is None:
+            return None
+        binding = self.flow.reaching_value(expr) if isinstance(expr, cst.Name) else None
+        return name, id(binding)
+
+    def _left_alone(self, name: str, statement: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Between `statement` and `at`, `name` is only read in ways that cannot reorder it."""
+        end = self.flow.pos(at)
+        for use in self.flow.name_uses(name, self.flow.owner(statement), statement):
+            if self.flow.pos(use) >= end:
+                continue
+            parent = self.flow.parents.get(use)
+            if isinstance(parent, cst.Arg):
+                holder = self.flow.parents.get(parent)
+                if isinstance(holder, cst.Call) and self.index.resolve(holder.func, holder) in ORDER_FREE_CALLS | SORTING_CALLS:
+                    continue
+            if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is use:
+                continue
+            if isinstance(parent, cst.ComparisonTarget) and isinstance(parent.operator, (cst.In, cst.NotIn)):
+                continue
+            return False
+        return True
 
     def _counter_only(self, call: cst.Call) -> bool:
         """`for i, x in enumerate(c):` where `i` only feeds log messages (or nothing)."""
@@ -482,6 +533,20 @@ def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value in names
     return any(_mentions(child, names) for child in expr.children)
+
+
+def _mapped_over(index: ModuleIndex, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What a list comprehension, generator or `map(f, xs)` goes over one to one (no filter,
+    no nested loop), else None."""
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        loop = expr.for_in
+        if loop.inner_for_in is None and not loop.ifs and loop.asynchronous is None:
+            return loop.iter
+    if isinstance(expr, cst.Call) and len(expr.args) == 2 and index.resolve(expr.func, expr) == "builtins.map":
+        mapped = expr.args[1]
+        if mapped.keyword is None and not mapped.star:
+            return mapped.value
+    return None
 
 
 def _asserts_equal_to_one(call) -> bool:
