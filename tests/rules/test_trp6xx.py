@@ -405,3 +405,179 @@ class T(unittest.TestCase):
         return files[0]
 """
     assert lines(lint, source, "TRP601") == {11}
+
+
+# -- Regressions from lingua, OLMo and nanotron ----------------------------------------------
+def test_trp601_next_that_only_asks_whether_an_entry_exists(lint):
+    # Checkpoint probes: whether a run directory holds any match, not which one comes first.
+    source = """import glob
+import os
+from pathlib import Path
+
+def resumable(run_dir):
+    return next(Path(run_dir).glob("*.pth"), None) is not None
+
+def fresh(run_dir):
+    return None is next(glob.iglob(os.path.join(run_dir, "*.pt")), None)
+
+def probe(run_dir):
+    if next(Path(run_dir).glob("step_*"), None):
+        return "resume"
+    return not next(os.scandir(run_dir), None)
+
+def empty(d):
+    try:
+        next(Path(d).iterdir())
+    except StopIteration:
+        return True
+    return False
+
+def any_config(d):
+    return next((n for n in os.listdir(d) if n.endswith(".yaml")), None) is None
+
+def newest(d):
+    first = next(Path(d).glob("*.pth"))
+    return torch.load(first)
+
+def same_name(d, wanted):
+    return next(glob.iglob(d + "/*"), None) is wanted
+
+def maybe(d):
+    return next(Path(d).glob("*.pth"), None)
+
+def chained(d):
+    return next(Path(d).glob("*.pth"), None) is not None is not False
+"""
+    assert lines(lint, source, "TRP601") == {27, 31, 34, 37}
+
+
+def test_trp602_a_set_appended_as_one_element(lint):
+    source = """def bags(answers: list[str]):
+    out = []
+    for a in answers:
+        out.append(set(a.split()))
+    out.insert(0, {"<none>"})
+    return [len(b) for b in out], out
+
+def flat(answers: list[str]):
+    out = []
+    for a in answers:
+        out.extend(set(a.split()))
+    return out
+
+def looped(answers: list[str]):
+    out = []
+    for a in answers:
+        for w in set(a.split()):
+            out.append(w)
+    return out
+
+def copied(answers: list[str]):
+    out = []
+    for a in answers:
+        out.append(list(set(a.split())))
+    return out
+"""
+    assert lines(lint, source, "TRP602") == {11, 17, 24}
+
+
+def test_trp602_next_of_a_set_asserted_to_hold_one_element(lint):
+    source = """import unittest
+
+def only_key(names: set[str], value):
+    assert len(names) == 1
+    return {next(iter(names)): value}
+
+def only_word(text):
+    words = set(text.split())
+    if len(words) != 1:
+        raise ValueError(text)
+    return next(w for w in words)
+
+def two(text):
+    words = set(text.split())
+    assert len(words) == 2
+    return next(iter(words))
+
+class T(unittest.TestCase):
+    def test_one(self, text):
+        words = set(text.split())
+        self.assertEqual(len(words), 1)
+        return next(iter(words))
+"""
+    assert lines(lint, source, "TRP602") == {16}
+
+
+def test_trp601_zip_with_a_list_derived_from_the_same_listing(lint):
+    source = """import os
+
+def upload(root, client):
+    srcs = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs]
+    for s, t in zip(srcs, [os.path.relpath(s, root) for s in srcs]):
+        client.upload_file(s, t)
+    for s, base in zip(map(os.path.basename, srcs), srcs):
+        client.upload_file(s, base)
+
+def filtered(root):
+    names = os.listdir(root)
+    return list(zip(names, [n for n in names if n.endswith(".pt")]))
+
+def two_listings(root, other):
+    names = os.listdir(root)
+    return list(zip(names, [n.upper() for n in os.listdir(other)]))
+
+def nested(root, parts):
+    names = os.listdir(root)
+    return list(zip(names, [n + p for n in names for p in parts]))
+
+def indexed(root):
+    names = os.listdir(root)
+    return list(zip(names, [len(n) for n in names]))[0]
+"""
+    assert lines(lint, source, "TRP601") == {11, 15, 16, 19, 23}
+
+
+def test_trp601_zip_with_a_variable_derived_from_the_same_listing(lint):
+    # Regression (OLMo's checkpoint upload): destination keys computed from the local paths in
+    # a list of their own, then zipped back with them.
+    source = """import os
+
+def upload(local_dir, prefix, client):
+    local_paths = [os.path.join(r, f) for r, _, files in os.walk(local_dir) for f in files]
+    keys = [os.path.join(prefix, os.path.relpath(p, local_dir)) for p in local_paths]
+    print(len(local_paths), "files")
+    for path, key in zip(local_paths, keys):
+        client.upload_file(path, key)
+
+def reversed_between(root):
+    names = os.listdir(root)
+    sizes = [os.path.getsize(n) for n in names]
+    names.reverse()
+    return list(zip(names, sizes))
+
+def rebound_between(root, other):
+    names = os.listdir(root)
+    sizes = list(map(os.path.getsize, names))
+    names = os.listdir(other)
+    return list(zip(names, sizes))
+
+def derived_reordered(root):
+    names = os.listdir(root)
+    sizes = [os.path.getsize(n) for n in names]
+    sizes.reverse()
+    return list(zip(names, sizes))
+"""
+    assert lines(lint, source, "TRP601") == {11, 17, 19, 23}
+
+
+def test_trp603_a_param_group_appended_to_a_list_of_groups_is_still_followed(lint):
+    # Appending stores one element, but a param group's "params" is what the optimizer iterates.
+    source = """import torch
+
+def optimizer(model, head):
+    params = set(model.parameters()) | set(head.parameters())
+    groups = []
+    groups.append({"params": params, "lr": 0.1})
+    return torch.optim.Adam(groups)
+"""
+    assert lines(lint, source, "TRP603") == {6}

@@ -45,7 +45,12 @@ class UnsortedListing(Rule):
         "(`append`, `extend`, `+=`). Not reported: `sorted()`/`.sort()` anywhere on the way or "
         "later on the accumulated list, `len`, `in`, sets, truthiness, loops with order-free "
         "bodies (deleting, copying, counting), a result checked to be single "
-        "(`len(files) == 1`, unittest's `self.assertEqual(len(files), 1)`), and lists returned or passed to another function (the caller may "
+        "(`len(files) == 1`, unittest's `self.assertEqual(len(files), 1)`), `next()` whose "
+        "value only says whether there is an entry (compared `is None`/`is not None`, tested "
+        "for truth, or thrown away for its `StopIteration`), `zip` of a list with a list "
+        "derived from it element by element (`zip(xs, [f(x) for x in xs])`, `map(f, xs)`, no "
+        "filter; also through a variable, when neither list is touched before the zip but by "
+        "`len`, `in` or a loop), and lists returned or passed to another function (the caller may "
         "sort). `Path.glob` needs a receiver that is visibly a `Path`; `rglob`/`iterdir` are "
         "pathlib names and accepted on any receiver."
     )
@@ -135,6 +140,31 @@ def cleanup(run_dir, keep):
     return n, present, files[0], set(os.listdir(keep))
 ''',
             "Order-free uses, membership, len, sets, and a single asserted result",
+        ),
+        Example(
+            '''from pathlib import Path
+
+def can_resume(run_dir):
+    return next(Path(run_dir).glob("*.pth"), None) is not None
+
+def is_empty(d):
+    try:
+        next(Path(d).iterdir())
+        return False
+    except StopIteration:
+        return True
+''',
+            "next() that only asks whether an entry exists",
+        ),
+        Example(
+            '''import os
+
+def upload(root, client):
+    sources = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files]
+    for src, key in zip(sources, [os.path.relpath(s, root) for s in sources]):
+        client.upload_file(src, key)
+''',
+            "zip with a list derived from the same listing, element by element",
         ),
     )
 

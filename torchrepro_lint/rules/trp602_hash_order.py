@@ -37,7 +37,11 @@ class HashOrder(Rule):
         "escapes, indexing, `enumerate`, `zip`, `next()`, `.pop()`, a first-match loop, "
         "accumulating in a loop, index maps built in iteration order. Not reported: `sorted`, "
         "`len`, `in`, `sum`/`min`/`max`, set algebra (also `|=`, `-=`), loops with order-free bodies, dict/set "
-        "comprehensions keyed by the element, `str.join` (text only)."
+        "comprehensions keyed by the element, `str.join` (text only), a set appended to a list "
+        "as one element (`out.append(set(x))`; `out.extend(set(x))` copies its order and is "
+        "reported), an index or `next()` on a set checked to hold one element "
+        "(`len(s) == 1`, unittest's `self.assertEqual(len(s), 1)`), and `next()` whose value "
+        "is only compared `is None`/`is not None` or tested for truth."
     )
     # A candidate set is a set display or comprehension (`{`), a call resolving to
     # set/frozenset, or a parameter annotated set[str] and the like. Most files have a `{`: the
@@ -129,6 +133,19 @@ def vocab(path):
     return {w: i for i, w in enumerate(itos)}
 ''',
             "A Counter iterates in insertion order, not hash order",
+        ),
+        Example(
+            '''def bags(answers):
+    out = []
+    for a in answers:
+        out.append(set(a.split()))
+    return out
+
+def only_key(names: set[str], value):
+    assert len(names) == 1
+    return {next(iter(names)): value}
+''',
+            "A set stored as one element, and next() on a set asserted to hold one",
         ),
         Example(
             '''import torch

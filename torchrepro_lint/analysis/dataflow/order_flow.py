@@ -44,6 +44,8 @@ def combine(verdicts: list[Verdict]) -> Verdict:
 
 
 INDEXING = "which element an index or slice picks"
+FIRST_ENTRY = "which entry next() picks first"
+_PICKING_ONE = (INDEXING, FIRST_ENTRY)  # sinks that pick one element: harmless when there is one
 SORTING_CALLS = frozenset({"builtins.sorted", "heapq.nsmallest", "heapq.nlargest", "natsort.natsorted", "natsort.os_sorted"})
 ORDER_FREE_CALLS = frozenset(
     "builtins.set builtins.frozenset builtins.len builtins.sum builtins.min builtins.max builtins.any "
@@ -57,7 +59,7 @@ MATERIALIZING_CALLS = frozenset(
 SELECTING_CALLS = {
     "builtins.enumerate": "the numbers enumerate() assigns",
     "builtins.zip": "which elements zip() pairs",
-    "builtins.next": "which entry next() picks first",
+    "builtins.next": FIRST_ENTRY,
     "random.shuffle": "what a seeded random.shuffle returns (it permutes by position)",
     "random.choice": "what a seeded random.choice picks (by position)",
     "random.sample": "what a seeded random.sample picks (by position)",
@@ -227,18 +229,26 @@ class OrderFlow:
             return self._from(call, self._step(state, node, materialized=True), depth + 1)
         if qualname == "builtins.map" and call.args and call.args[0] is not arg_node:
             return self._from(call, self._step(state, node, materialized=True), depth + 1)
-        if qualname == "builtins.zip" and self._parallel(call, arg_node, state):
-            # Lists accumulated side by side in one loop pair up in any order.
+        if qualname == "builtins.zip" and (self._parallel(call, arg_node, state) or self._zips_with_itself(call)):
+            # Lists accumulated side by side in one loop, or one list zipped with a list
+            # derived from it element by element, pair up the same in any order.
             return self._from(call, self._step(state, node, materialized=True), depth + 1)
         if qualname == "builtins.enumerate" and self._counter_only(call):
             return self._loop(self.flow.parents[call], self._step(state, node), depth)
         if qualname in SELECTING_CALLS:
             if qualname == "builtins.next" and call.args and call.args[0] is not arg_node:
                 return self._end(state, UNKNOWN, node)  # the default of next()
+            if qualname == "builtins.next" and self._tests_existence(call):
+                return self._end(state, SAFE, call)
             return self._end(self._step(state, node), HAZARD, call, SELECTING_CALLS[qualname])
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("extend", "append", "insert"):
             if call.func.attr.value == "insert" and call.args and call.args[0] is arg_node:
                 return self._end(state, SAFE, call)
+            if call.func.attr.value != "extend" and not isinstance(node, cst.Dict):
+                # `out.append(s)` stores the collection as one element: the list's order is
+                # not taken from it, and what becomes of the element we cannot see. (A param
+                # group `{"params": s}` appended to a list of groups is still followed.)
+                return self._end(state, UNKNOWN, call)
             return self._into(call.func.value, call, self._step(state, node, materialized=True), depth)
         method = method_name(call)
         if method in ("union", "intersection", "difference", "symmetric_difference"):
@@ -257,6 +267,77 @@ class OrderFlow:
                 appended.add(dotted(node.func.value))
         others = [a for a in call.args if a is not arg_node]
         return bool(others) and all(a.keyword is None and not a.star and dotted(a.value) in appended for a in others)
+
+    def _tests_existence(self, call: cst.Call) -> bool:
+        """`next(...)`'s value is thrown away (only StopIteration matters), compared `is None` /
+        `is not None`, or only tested for truth: it says whether there is an entry, not which."""
+        parents = self.flow.parents
+        parent = parents.get(call)
+        if isinstance(parent, cst.Expr):
+            return True
+        if isinstance(parent, (cst.If, cst.While, cst.Assert, cst.IfExp)) and parent.test is call:
+            return True
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is None:
+            holder = parents.get(parent)
+            return isinstance(holder, cst.Call) and self.index.resolve(holder.func, holder) == "builtins.bool"
+        comparison = parents.get(parent) if isinstance(parent, cst.ComparisonTarget) else parent
+        if not (isinstance(comparison, cst.Comparison) and len(comparison.comparisons) == 1):
+            return False
+        (target,) = comparison.comparisons
+        other = target.comparator if comparison.left is call else comparison.left
+        return isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(other, cst.Name) and other.value == "None"
+
+    def _zips_with_itself(self, call: cst.Call) -> bool:
+        """`zip(xs, [f(x) for x in xs])`, `zip(xs, map(f, xs))`, or `ys = [f(x) for x in xs]`
+        then `zip(xs, ys)`: every argument is one list, or one element per element of it, so
+        the i-th elements belong together in any order."""
+        if len(call.args) < 2 or any(a.keyword is not None or a.star for a in call.args):
+            return False
+        sources = {self._elementwise_source(a.value, call) for a in call.args}
+        return len(sources) == 1 and None not in sources
+
+    def _elementwise_source(self, expr: cst.BaseExpression, at: cst.Call) -> tuple | None:
+        """The list `expr` is, or is derived from element by element, as a (name, binding) key."""
+        source = _mapped_over(self.index, expr)
+        if source is not None:
+            return self._list_key(source)
+        if isinstance(expr, cst.Name):
+            value = self.flow.reaching_value(expr)
+            source = _mapped_over(self.index, value) if value is not None else None
+            # Through a variable only when both lists stay as they were up to the zip (no
+            # `.reverse()`, no rebinding in between) and the binding of the source is known.
+            if isinstance(source, cst.Name) and self.flow.reaching_value(source) is not None:
+                statement = self.flow.statement(value)
+                if self._left_alone(expr.value, statement, at) and self._left_alone(source.value, statement, at):
+                    return self._list_key(source)
+        return self._list_key(expr)
+
+    def _list_key(self, expr: cst.BaseExpression) -> tuple | None:
+        name = dotted(expr)
+        if name is None:
+            return None
+        binding = self.flow.reaching_value(expr) if isinstance(expr, cst.Name) else None
+        return name, id(binding)
+
+    def _left_alone(self, name: str, statement: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Between `statement` and `at`, `name` is only read in ways that cannot reorder it."""
+        end = self.flow.pos(at)
+        for use in self.flow.name_uses(name, self.flow.owner(statement), statement):
+            if self.flow.pos(use) >= end:
+                continue
+            parent = self.flow.parents.get(use)
+            if isinstance(parent, cst.Arg):
+                holder = self.flow.parents.get(parent)
+                if isinstance(holder, cst.Call) and self.index.resolve(holder.func, holder) in ORDER_FREE_CALLS | SORTING_CALLS:
+                    continue
+            if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is use:
+                continue
+            if isinstance(parent, cst.ComparisonTarget) and isinstance(parent.operator, (cst.In, cst.NotIn)):
+                continue
+            return False
+        return True
 
     def _counter_only(self, call: cst.Call) -> bool:
         """`for i, x in enumerate(c):` where `i` only feeds log messages (or nothing)."""
@@ -337,8 +418,10 @@ class OrderFlow:
         if not uses:
             return self._end(state, UNKNOWN, target)
         verdicts = [self._from(use, state, depth + 1) for use in uses]
-        if any(v.kind == HAZARD and v.sink == INDEXING for v in verdicts) and self._single_asserted(uses):
-            verdicts = [v for v in verdicts if not (v.kind == HAZARD and v.sink == INDEXING)] or [Verdict(SAFE)]
+        picks_one = [v.kind == HAZARD and v.sink in _PICKING_ONE for v in verdicts]
+        if any(picks_one) and self._single_asserted(uses):
+            # Of a single element, every index and next() pick the same one.
+            verdicts = [v for v, picks in zip(verdicts, picks_one) if not picks] or [Verdict(SAFE)]
         return combine(verdicts)
 
     def _single_asserted(self, uses) -> bool:
@@ -418,7 +501,7 @@ class OrderFlow:
         if isinstance(comp, cst.GeneratorExp) and isinstance(parent, cst.Arg):
             call = self.flow.parents.get(parent)
             if isinstance(call, cst.Call) and self.index.resolve(call.func, call) == "builtins.next" and call.args[0] is parent:
-                return SELECTING_CALLS["builtins.next"]
+                return None if self._tests_existence(call) else FIRST_ENTRY
         return None
 
     def _innermost_loop(self, node) -> cst.CSTNode | None:
@@ -450,6 +533,20 @@ def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value in names
     return any(_mentions(child, names) for child in expr.children)
+
+
+def _mapped_over(index: ModuleIndex, expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What a list comprehension, generator or `map(f, xs)` goes over one to one (no filter,
+    no nested loop), else None."""
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        loop = expr.for_in
+        if loop.inner_for_in is None and not loop.ifs and loop.asynchronous is None:
+            return loop.iter
+    if isinstance(expr, cst.Call) and len(expr.args) == 2 and index.resolve(expr.func, expr) == "builtins.map":
+        mapped = expr.args[1]
+        if mapped.keyword is None and not mapped.star:
+            return mapped.value
+    return None
 
 
 def _asserts_equal_to_one(call) -> bool:
