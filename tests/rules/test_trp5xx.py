@@ -279,6 +279,47 @@ class Gate(nn.Module):
     assert "torch.zeros" in finding.message and "line 10" in finding.message
 
 
+def test_numpy_view_written_through_or_handed_over_is_not_a_read(lint):
+    # Regression (modded-nanogpt's shard loader): `.numpy()` shares the tensor's memory, so a
+    # file read into it, a copy into it, or a whole-slice store through it fills the buffer.
+    assert check(
+        lint,
+        """import numpy as np
+import torch
+
+def read_shard(stream, count, source):
+    tokens = torch.empty(count, dtype=torch.uint8)
+    stream.readinto(tokens.numpy())
+    mirror = torch.empty(count)
+    np.copyto(mirror.numpy(), source)
+    ones = torch.empty(count)
+    view = ones.numpy()
+    view[:] = 1.0
+    return tokens.long(), mirror + 1, ones * 2
+""",
+    ) == set()
+
+
+def test_reading_the_numpy_view_is_still_a_read(lint):
+    assert check(
+        lint,
+        """import torch
+
+def summaries(n):
+    a = torch.empty(n)
+    total = a.numpy().sum()
+    b = torch.empty(n)
+    doubled = b.numpy() * 2
+    c = torch.empty(n)
+    host = c.numpy()
+    peak = host.max()
+    d = torch.empty(n)
+    e = torch.empty(1)
+    return total, doubled, peak, d.tolist(), e.item()
+""",
+    ) == {4, 6, 8, 11, 12}
+
+
 # -- receivers --------------------------------------------------------------------------------
 RECEIVERS = '''
 import numpy as np

@@ -30,11 +30,12 @@ PARTIAL_WRITE_METHODS = frozenset(
     "index_fill_ index_copy_ index_add_ index_put_ masked_fill_ masked_scatter_ scatter_ scatter_add_ "
     "scatter_reduce_ fill_diagonal_ put_ narrow select unbind split chunk tril_ triu_ diagonal".split()
 )
-# Methods whose result is the same values (or a view of them): follow the result.
+# Methods whose result is the same values (or a view of them): follow the result. `numpy`
+# gives an array sharing the memory: a file read into it or a copy into it fills the tensor.
 TRANSPARENT_METHODS = frozenset(
     "to cuda cpu contiguous view reshape float double half bfloat16 long int short bool byte char "
     "type_as detach detach_ requires_grad_ pin_memory share_memory_ t transpose permute unsqueeze "
-    "squeeze expand flatten view_as reshape_as expand_as clone as_strided movedim swapaxes".split()
+    "squeeze expand flatten view_as reshape_as expand_as clone as_strided movedim swapaxes numpy".split()
 )
 METADATA_METHODS = frozenset(
     "size dim ndimension numel nelement element_size stride is_contiguous data_ptr get_device "
@@ -45,7 +46,7 @@ TRANSPARENT_ATTRIBUTES = frozenset({"data", "T", "mT"})
 READING_METHODS = frozenset(
     "abs add sub mul div true_divide floor_divide remainder fmod matmul mm bmm mv dot sum mean std var "
     "prod max min amax amin argmax argmin norm exp log log1p log2 sqrt rsqrt pow clamp clip sigmoid "
-    "tanh relu softmax log_softmax item tolist numpy any all eq ne lt le gt ge equal allclose isnan "
+    "tanh relu softmax log_softmax item tolist any all eq ne lt le gt ge equal allclose isnan "
     "isinf isfinite nonzero masked_select masked_fill index_select gather cumsum cumprod sort topk "
     "round floor ceil sign neg reciprocal add_ sub_ mul_ div_ pow_ clamp_ clamp_min clamp_max lerp "
     "addcmul addcdiv baddbmm addmm unique bincount histc sin cos exp_ log_ sqrt_ abs_ neg_ "
@@ -87,7 +88,9 @@ class UninitializedRead(Rule):
         "functions are reads; `zero_`, `fill_`, `copy_`, in-place random fills, `nn.init.*_`, "
         "`out=` and `x[...] = v`/`x[:] = v` are writes), a chain on the allocation "
         "(`torch.empty(n).uniform_()`), views and conversions (`.to()`, `.view()`, `.data`) "
-        "transparently, and `self.<attr>` across its class: an attribute is reported only when "
+        "transparently, `.numpy()` as a view too (the array shares the memory, so "
+        "`f.readinto(x.numpy())` fills it and `x.numpy().sum()` reads it), and `self.<attr>` "
+        "across its class: an attribute is reported only when "
         "some method reads it and nothing in the project writes, initializes, or hands over an "
         "attribute of that name (an `apply(init_fn)` function touching `.weight` counts), and "
         "no loop over `.parameters()` initializes parameters. Not reported: legacy constructors "
@@ -239,6 +242,20 @@ class Cache(nn.Module):
         return torch.addmm(self.beta, a, b, beta=0) + self.keys.shape[0]
 ''',
             "register_buffer, and addmm with beta=0 ignores its input",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+
+def load_tokens(path, count, fallback):
+    tokens = torch.empty(count, dtype=torch.uint8)
+    with open(path, "rb") as handle:
+        handle.readinto(tokens.numpy())
+    weights = torch.empty(count)
+    np.copyto(weights.numpy(), fallback)
+    return tokens.long(), weights * 2
+''',
+            "Filled through its NumPy view (`.numpy()` shares the memory)",
         ),
     )
 
