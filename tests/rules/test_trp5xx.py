@@ -279,6 +279,106 @@ class Gate(nn.Module):
     assert "torch.zeros" in finding.message and "line 10" in finding.message
 
 
+def test_numpy_view_written_through_or_handed_over_is_not_a_read(lint):
+    # Regression (modded-nanogpt's shard loader): `.numpy()` shares the tensor's memory, so a
+    # file read into it, a copy into it, or a whole-slice store through it fills the buffer.
+    assert check(
+        lint,
+        """import numpy as np
+import torch
+
+def read_shard(stream, count, source):
+    tokens = torch.empty(count, dtype=torch.uint8)
+    stream.readinto(tokens.numpy())
+    mirror = torch.empty(count)
+    np.copyto(mirror.numpy(), source)
+    ones = torch.empty(count)
+    view = ones.numpy()
+    view[:] = 1.0
+    return tokens.long(), mirror + 1, ones * 2
+""",
+    ) == set()
+
+
+def test_reading_the_numpy_view_is_still_a_read(lint):
+    assert check(
+        lint,
+        """import torch
+
+def summaries(n):
+    a = torch.empty(n)
+    total = a.numpy().sum()
+    b = torch.empty(n)
+    doubled = b.numpy() * 2
+    c = torch.empty(n)
+    host = c.numpy()
+    peak = host.max()
+    d = torch.empty(n)
+    e = torch.empty(1)
+    return total, doubled, peak, d.tolist(), e.item()
+""",
+    ) == {4, 6, 8, 11, 12}
+
+
+def test_function_form_views_and_splits_behave_like_their_methods(lint):
+    # Regression (nanotron, modded-nanogpt): `torch.split(out, sizes)` handed to a collective,
+    # `out=torch.reshape(out, ...)`, a `torch.view_as_real` buffer received into: written, not read.
+    assert check(
+        lint,
+        """import torch
+import torch.distributed as dist
+
+def gather_rows(x, sizes):
+    out = torch.empty(sum(sizes), x.shape[1])
+    dist.all_gather(list(torch.split(out, sizes)), x)
+    return out
+
+def tiled(a, b):
+    out = torch.empty(4, 4)
+    torch.mm(a, b, out=torch.reshape(out, (4, 4)))
+    return out
+
+def recv(shape, src):
+    buf = torch.view_as_real(torch.empty(shape, dtype=torch.complex64))
+    dist.recv(buf, src)
+    return buf
+
+def pieces(x, n):
+    halves = torch.empty(2 * n)
+    first, second = torch.chunk(halves, 2)
+    first.copy_(x)
+    second.copy_(x)
+    rows = torch.empty(n, 3)
+    for row in torch.unbind(rows):
+        row.fill_(1)
+    head = torch.empty(n, 4)
+    torch.narrow(head, 1, 0, 2).zero_()
+    flipped = torch.empty(3, n)
+    torch.transpose(flipped, 0, 1).copy_(x)
+    return halves + 1, rows + 1, head, flipped + 1
+""",
+    ) == set()
+
+
+def test_reads_through_function_form_views_are_reported_and_fixed(lint):
+    source = """import torch
+
+def f(x, n):
+    a = torch.reshape(torch.empty(3), (3,)).sum()
+    b = torch.flatten(torch.empty(2, 2)) + 1
+    c = torch.empty(n, 2)
+    pairs = torch.view_as_complex(c)
+    d = torch.empty(n)
+    e = torch.empty(n, 1)
+    return a, b, pairs.abs(), torch.unsqueeze(d, 0) * x, torch.squeeze(e).mean(), torch.reshape(x, e.shape)
+"""
+    result = lint(source, {"select": ["TRP501"]})
+    assert lines(lint, result) == {4, 5, 6, 8, 9}
+    for finding in result.findings:
+        assert finding.fix is not None and finding.fix.applicability == "safe"
+        assert [edit.content for edit in finding.fix.edits] == ["zeros"]
+
+
 # -- receivers --------------------------------------------------------------------------------
 RECEIVERS = '''
 import numpy as np

@@ -30,11 +30,24 @@ PARTIAL_WRITE_METHODS = frozenset(
     "index_fill_ index_copy_ index_add_ index_put_ masked_fill_ masked_scatter_ scatter_ scatter_add_ "
     "scatter_reduce_ fill_diagonal_ put_ narrow select unbind split chunk tril_ triu_ diagonal".split()
 )
-# Methods whose result is the same values (or a view of them): follow the result.
+# Methods whose result is the same values (or a view of them): follow the result. `numpy`
+# gives an array sharing the memory: a file read into it or a copy into it fills the tensor.
 TRANSPARENT_METHODS = frozenset(
     "to cuda cpu contiguous view reshape float double half bfloat16 long int short bool byte char "
     "type_as detach detach_ requires_grad_ pin_memory share_memory_ t transpose permute unsqueeze "
-    "squeeze expand flatten view_as reshape_as expand_as clone as_strided movedim swapaxes".split()
+    "squeeze expand flatten view_as reshape_as expand_as clone as_strided movedim swapaxes numpy".split()
+)
+# Function forms of those views, given the memory as their input: follow the result too.
+TRANSPARENT_FUNCTIONS = frozenset(
+    "torch.reshape torch.flatten torch.squeeze torch.unsqueeze torch.t torch.transpose torch.permute "
+    "torch.movedim torch.moveaxis torch.swapaxes torch.swapdims torch.detach torch.clone "
+    "torch.as_strided torch.view_as_real torch.view_as_complex torch.from_numpy".split()
+)
+# Function forms of the splitting views (`x.split(...)`, `x.narrow(...)`): each piece is part
+# of the memory, so what happens to it says nothing of the whole (as for the methods).
+PARTIAL_VIEW_FUNCTIONS = frozenset(
+    "torch.split torch.split_with_sizes torch.tensor_split torch.chunk torch.unbind torch.narrow "
+    "torch.select torch.diagonal torch.hsplit torch.vsplit torch.dsplit".split()
 )
 METADATA_METHODS = frozenset(
     "size dim ndimension numel nelement element_size stride is_contiguous data_ptr get_device "
@@ -45,7 +58,7 @@ TRANSPARENT_ATTRIBUTES = frozenset({"data", "T", "mT"})
 READING_METHODS = frozenset(
     "abs add sub mul div true_divide floor_divide remainder fmod matmul mm bmm mv dot sum mean std var "
     "prod max min amax amin argmax argmin norm exp log log1p log2 sqrt rsqrt pow clamp clip sigmoid "
-    "tanh relu softmax log_softmax item tolist numpy any all eq ne lt le gt ge equal allclose isnan "
+    "tanh relu softmax log_softmax item tolist any all eq ne lt le gt ge equal allclose isnan "
     "isinf isfinite nonzero masked_select masked_fill index_select gather cumsum cumprod sort topk "
     "round floor ceil sign neg reciprocal add_ sub_ mul_ div_ pow_ clamp_ clamp_min clamp_max lerp "
     "addcmul addcdiv baddbmm addmm unique bincount histc sin cos exp_ log_ sqrt_ abs_ neg_ "
@@ -86,8 +99,11 @@ class UninitializedRead(Rule):
         "arithmetic, comparisons, reading methods such as `.sum()`/`.add_()` and inputs of torch "
         "functions are reads; `zero_`, `fill_`, `copy_`, in-place random fills, `nn.init.*_`, "
         "`out=` and `x[...] = v`/`x[:] = v` are writes), a chain on the allocation "
-        "(`torch.empty(n).uniform_()`), views and conversions (`.to()`, `.view()`, `.data`) "
-        "transparently, and `self.<attr>` across its class: an attribute is reported only when "
+        "(`torch.empty(n).uniform_()`), views and conversions (`.to()`, `.view()`, `.data`, and "
+        "their function forms such as `torch.reshape(x, s)` or `torch.view_as_real(x)`) "
+        "transparently, `.numpy()` as a view too (the array shares the memory, so "
+        "`f.readinto(x.numpy())` fills it and `x.numpy().sum()` reads it), and `self.<attr>` "
+        "across its class: an attribute is reported only when "
         "some method reads it and nothing in the project writes, initializes, or hands over an "
         "attribute of that name (an `apply(init_fn)` function touching `.weight` counts), and "
         "no loop over `.parameters()` initializes parameters. Not reported: legacy constructors "
@@ -97,7 +113,8 @@ class UninitializedRead(Rule):
         "`addmm`-family calls with `beta=0`; anything passed to a non-torch function, to "
         "`torch.distributed` (collectives write their buffers), returned, yielded, stored in a "
         "container, or registered with `register_buffer`/`register_parameter`; partial or "
-        "indexed writes; memory placed in a list or tuple, such as the padding in "
+        "indexed writes, and pieces taken by `split`, `chunk`, `unbind`, `narrow` (method or "
+        "`torch.` function); memory placed in a list or tuple, such as the padding in "
         "`torch.cat((x, torch.empty(k)))` (it is carried along, typically sliced off later, not "
         "computed on). Branches are not modelled: a write in one branch counts. Whether another "
         "module initializes an attribute is asked of that module alone (its summary): a question "
@@ -239,6 +256,38 @@ class Cache(nn.Module):
         return torch.addmm(self.beta, a, b, beta=0) + self.keys.shape[0]
 ''',
             "register_buffer, and addmm with beta=0 ignores its input",
+        ),
+        Example(
+            '''import numpy as np
+import torch
+
+def load_tokens(path, count, fallback):
+    tokens = torch.empty(count, dtype=torch.uint8)
+    with open(path, "rb") as handle:
+        handle.readinto(tokens.numpy())
+    weights = torch.empty(count)
+    np.copyto(weights.numpy(), fallback)
+    return tokens.long(), weights * 2
+''',
+            "Filled through its NumPy view (`.numpy()` shares the memory)",
+        ),
+        Example(
+            '''import torch
+import torch.distributed as dist
+
+def gather_rows(x, counts):
+    rows = torch.empty(sum(counts), x.shape[1])
+    dist.all_gather(list(torch.split(rows, counts)), x)
+    return rows.mean(0)
+
+def product(a, b, shape):
+    result = torch.empty(shape)
+    torch.mm(a, b, out=torch.reshape(result, (a.shape[0], b.shape[1])))
+    spectrum = torch.view_as_real(torch.empty(shape, dtype=torch.complex64))
+    dist.recv(spectrum, 0)
+    return result + spectrum.sum()
+''',
+            "Written through the function forms of views: torch.split, torch.reshape, torch.view_as_real",
         ),
     )
 
@@ -424,6 +473,10 @@ class _Tracker:
             return NEUTRAL, call
         if qualname == "torch.broadcast_tensors" and _view_discarded(self.data.parents, call, arg_node):
             return NEUTRAL, call  # its shape only: `t, _ = torch.broadcast_tensors(t, torch.empty(shape))`
+        if qualname in TRANSPARENT_FUNCTIONS and _is_input(call, arg_node):
+            return self.fate(call, depth + 1)  # `torch.reshape(x, s)` as `x.reshape(s)`
+        if qualname in PARTIAL_VIEW_FUNCTIONS and _is_input(call, arg_node):
+            return STOP, call  # `torch.split(x, n)` as `x.split(n)`: pieces of the memory
         if qualname and _reading_torch(qualname):
             return READ, call
         if isinstance(func, cst.Attribute) and not (qualname or "").startswith(("torch.", "@.", "builtins.")):
@@ -561,6 +614,13 @@ def _view_discarded(parents, call: cst.Call, arg_node: cst.Arg) -> bool:
         return False
     element = target.elements[position]
     return isinstance(element, cst.Element) and isinstance(element.value, cst.Name) and element.value.value == "_"
+
+
+def _is_input(call: cst.Call, arg_node: cst.Arg) -> bool:
+    """`arg_node` is the tensor a view function works on: its first argument, or `input=`."""
+    if arg_node.keyword is not None:
+        return arg_node.keyword.value == "input"
+    return bool(call.args) and call.args[0] is arg_node and not arg_node.star
 
 
 def _beta_zero(call: cst.Call) -> bool:
