@@ -406,12 +406,14 @@ class Mixed(nn.Module):
 def test_method_the_project_calls_only_without_gradients(lint):
     # A mask upscaler called only from no-grad entry points never runs a backward; the same
     # method reached from a differentiated forward does; a framework's subclass may have its
-    # method called by the framework (unseen), so an explicit no-grad call proves nothing there.
+    # method called by the framework (unseen), so an explicit no-grad call proves nothing there;
+    # a base class from another project module is the project's own.
     files = {
         "model.py": """import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from transformers import Trainer
+from base import Base
 
 class Masker(nn.Module):
     @torch.no_grad()
@@ -431,6 +433,19 @@ class Tuned(nn.Module):
 class Fitter(Trainer):
     def compute_loss(self, model, inputs):
         return F.interpolate(model(inputs), scale_factor=2, mode="bilinear").mean()
+
+class Tracker(Base):
+    @torch.inference_mode()
+    def track(self, frames):
+        return self.rescale(frames)
+
+    def rescale(self, frames):
+        return F.interpolate(frames, scale_factor=2, mode="bilinear")
+""",
+        "base.py": """import torch.nn as nn
+
+class Base(nn.Module):
+    pass
 """,
         "predict.py": """import torch
 from model import Masker, Tuned, Fitter
@@ -441,7 +456,7 @@ def preview(masker, tuned, fitter, x):
 """,
     }
     result = lint(files)
-    assert {(name, row) for name, row, _ in reported(result, lint.root, "TRP401")} == {("model.py", 19), ("model.py", 23)}
+    assert {(name, row) for name, row, _ in reported(result, lint.root, "TRP401")} == {("model.py", 20), ("model.py", 24)}
 
 
 def test_weight_resizing_helper_used_in_forward_is_reported(lint):

@@ -59,7 +59,7 @@ GRAD_DECISIONS = (
     "(`resize_pos_embed`, `resample_abs_pos_embed`), which resize checkpoints, and in methods so "
     "named that the project calls only without gradients (from a `@torch.no_grad()` "
     "load_state_dict hook), tests aside; and in any other method (not `forward` or a dunder) of "
-    "a class built on nn.Module, `object` or the project's own classes, when every use of its "
+    "a class built on nn.Module, `object` or the project's own classes (in any of its modules), when every use of its "
     "name in the project runs without gradients (a mask post-processing method called only from "
     "`@torch.no_grad()` entry points). A framework's subclass (a Trainer, a LightningModule) is "
     "left out: the framework calls its methods by name, unseen."

@@ -446,9 +446,24 @@ class RequiresGrad:
         klass = self.index.parents.get(self.index.parents.get(method)) if method is not None else None
         if not isinstance(klass, cst.ClassDef) or method.name.value.startswith("__") or method.name.value == "forward":
             return None  # (a method's parent is its class body, whose parent is the class)
-        if self.grad._derives(klass, lambda q: q not in PLAIN_BASES and not q.startswith(LOCAL)):
+        if self._framework_class(klass):
             return None
         return method
+
+    def _framework_class(self, klass: cst.ClassDef) -> bool:
+        """Some class along `klass`'s bases, through the project's own classes in any module,
+        is outside the project and not nn.Module or `object` (or cannot be told)."""
+        project = self.uses.project if self.uses is not None else None
+        if project is None or self.module is None or self.index.enclosing(klass, (cst.ClassDef, cst.FunctionDef)):
+            return self.grad._derives(klass, lambda q: q not in PLAIN_BASES and not q.startswith(LOCAL))
+        symbol = project.resolve(LOCAL + klass.name.value, self.module)
+        if symbol is None or symbol.klass is None:
+            return True
+        for current in project.lineage(symbol):
+            for base in current.klass.bases:
+                if project.resolve(base, current.module) is None and project.external_name(base, current.module) not in PLAIN_BASES:
+                    return True
+        return False
 
     @staticmethod
     def _called_only_without_grad(index: ModuleIndex, grad: GradContext, name: str) -> bool | None:
