@@ -6,6 +6,7 @@ import ast
 import io
 import os
 import re
+import sys
 import tokenize
 from array import array
 from dataclasses import dataclass, field
@@ -127,6 +128,19 @@ def string_last_rows(text: str) -> dict[int, int]:
     return last_rows
 
 
+def _newer_python(text: str) -> bool:
+    """Whether LibCST, whose grammar runs ahead of the Python running the linter (3.12's `type`
+    statements and generics on 3.11), parses a text that CPython refused. Asked only of
+    failures: a project on a newer Python then hears why, not just "invalid syntax"."""
+    import libcst as cst
+
+    try:
+        cst.parse_module(text)
+    except Exception:  # (LibCST's ParserSyntaxError, or anything its native parser raises)
+        return False
+    return True
+
+
 def parse_unvalidated(text: str) -> cst.Module:
     """`libcst.parse_module` without validating each node as it is built.
 
@@ -230,7 +244,15 @@ class SourceFile:
         try:
             return compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         except SyntaxError as error:
-            raise ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1)) from None
+            message = f"file does not parse: {error.msg}"
+            if _newer_python(self.text):
+                running = "%d.%d" % sys.version_info[:2]
+                message = (
+                    f"file does not parse with Python {running}, which runs torchrepro-lint ({error.msg}); "
+                    "LibCST reads it, so it may use newer syntax (`type` aliases or generics, PEP 701 "
+                    "f-strings): run torchrepro-lint with the project's Python version"
+                )
+            raise ParseFailure(message, error.lineno or 1, max(error.offset or 1, 1)) from None
         except (RecursionError, MemoryError, ValueError):
             raise ParseFailure("file is too deeply nested to parse") from None
 
