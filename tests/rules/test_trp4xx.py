@@ -974,6 +974,37 @@ def build():
     assert reported(result, lint.root, "TRP401") == {("blocks.py", 6, "TRP401")}
 
 
+def test_entries_of_a_top_level_model_batch_and_a_resized_argument_are_data(lint):
+    # A policy given a batch dict resizes its camera image; another resizes its argument in
+    # place (`frames = F.interpolate(frames, ...)`). Both read data. Once the name holds an
+    # activation (after `frames = self.encode(frames)`), or in a loop that rebinds it, it is not.
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+class Policy(nn.Module):
+    def forward(self, batch):
+        image = F.interpolate(batch["camera"], size=(96, 96), mode="bilinear")
+        return self.head(image)
+
+class Video(nn.Module):
+    def forward(self, frames, steps):
+        frames = F.interpolate(frames, size=(64, 64), mode="bilinear")
+        frames = self.encode(frames)
+        return F.interpolate(frames, size=(32, 32), mode="bilinear")
+
+class Pyramid(nn.Module):
+    def forward(self, x):
+        for level in range(3):
+            x = F.interpolate(x, scale_factor=0.5, mode="bilinear")
+            x = self.blocks[level](x)
+        return x
+
+def build():
+    return Policy(), Video(), Pyramid()
+"""
+    assert rows(lint, source, "TRP401") == {13, 18}
+
+
 def test_mode_assigned_in_branches_counts_every_value(lint):
     source = """import torch.nn.functional as F
 

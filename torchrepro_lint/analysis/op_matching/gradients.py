@@ -482,6 +482,26 @@ class RequiresGrad:
         no_bases = all(isinstance(b.value, cst.Name) and b.value.value == "object" for b in klass.bases)
         return klass if no_bases or not self.grad.is_module_class(klass) else None  # `forward` alone does not make a module
 
+    @staticmethod
+    def _parameter_value(fl, name: cst.Name) -> cst.Param | None:
+        """The parameter whose value `name` still holds where it stands: nothing rebinds it
+        before (`image = F.interpolate(image, ...)` reads the argument), nor in a loop around it."""
+        owner = fl.owner(name)
+        if not isinstance(owner, (cst.FunctionDef, cst.Lambda)):
+            return None
+        binds = [statement for statement, _ in fl.bindings(name.value, owner)]
+        params = [b for b in binds if isinstance(b, cst.Param)]
+        others = [b for b in binds if not isinstance(b, cst.Param)]
+        if not params:
+            return None
+        here = fl.pos(name)
+        if any(fl.pos(b) < here and not fl.inside(name, b) for b in others):
+            return None
+        loops = [a for a in fl.index.ancestors(name) if isinstance(a, (cst.For, cst.While)) and fl.inside(a, owner)]
+        if any(fl.inside(b, loop) for loop in loops for b in others):
+            return None  # (a later rebinding reaches it on the loop's next turn)
+        return params[0]
+
     def _data_inputs(self, call: ApiCall) -> bool:
         """The op's input is an argument of `forward` of a top-level model (one that no nn.Module
         class of the project builds): data, which does not require gradients."""
@@ -491,10 +511,12 @@ class RequiresGrad:
         return bool(inputs) and all(self._model_input(e) for e in inputs)
 
     def _model_input(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
+            expr = expr.value  # `batch["image"]`: an entry of the batch the model is given
         if not isinstance(expr, cst.Name):
             return False
         fl = flow(self.index)
-        param = fl.parameter(expr)
+        param = self._parameter_value(fl, expr)
         if param is None:
             return False
         function = fl.owner(expr)
