@@ -581,3 +581,32 @@ def optimizer(model, head):
     return torch.optim.Adam(groups)
 """
     assert lines(lint, source, "TRP603") == {6}
+
+
+def test_trp602_list_made_anew_on_each_turn_of_a_set_loop(lint):
+    # Each language gets its own file, written from a list started afresh on each turn: the
+    # set's order decides only which file is written first. A list that outlives the loop keeps
+    # the last turn's contents, and which turn is last is the set's order.
+    source = """def write_splits(rows):
+    for lang in {"en", "fr", "de"}:
+        chunk = []
+        for row in rows:
+            chunk.append(f"{lang} {row}")
+        with open(f"{lang}.txt", "w") as f:
+            f.writelines(chunk)
+
+def last_split(rows):
+    for lang in {"en", "fr", "de"}:
+        chunk = []
+        chunk.append(lang)
+    with open("last.txt", "w") as f:
+        f.writelines(chunk)
+
+def all_splits():
+    chunk = []
+    for lang in {"en", "fr", "de"}:
+        chunk.append(lang)
+    with open("all.txt", "w") as f:
+        f.writelines(chunk)
+"""
+    assert lines(lint, source, "TRP602") == {10, 18}

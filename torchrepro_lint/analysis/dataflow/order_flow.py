@@ -467,7 +467,22 @@ class OrderFlow:
         return list(subtree(body, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)))[1:]
 
     def _outer_target(self, target: cst.BaseExpression, loop: cst.For) -> bool:
-        return isinstance(target, cst.Name) or self_attribute(target) is not None
+        if isinstance(target, cst.Name):
+            return not self._fresh_each_turn(target, loop)
+        return self_attribute(target) is not None
+
+    def _fresh_each_turn(self, target: cst.Name, loop: cst.For) -> bool:
+        """`lines = []` in the loop's own body before `target`: each turn fills its own list, in
+        its own turn's order; unless the name is read after the loop (the last turn's stays)."""
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+        here = self.flow.pos(target)
+        fresh = any(
+            isinstance(small, cst.Assign) and self.flow.pos(small) < here
+            and any(isinstance(t.target, cst.Name) and t.target.value == target.value for t in small.targets)
+            for statement in body if isinstance(statement, cst.SimpleStatementLine)
+            for small in statement.body
+        )  # fmt: skip
+        return fresh and not self.flow.name_uses(target.value, self.flow.owner(loop), after=loop)
 
     def _loop_variables(self, loop: cst.For | cst.CompFor) -> set[str]:
         names = set()
