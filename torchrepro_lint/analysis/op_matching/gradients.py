@@ -60,7 +60,8 @@ NONDIFF_METHODS = frozenset(
 )
 PASS_METHODS = frozenset(
     "sigmoid sigmoid_ softmax squeeze squeeze_ unsqueeze float half double contiguous view reshape permute "
-    "transpose cpu cuda to clamp clamp_ clip flatten abs mul mul_ add add_ sub sub_ div div_ expand expand_as".split()
+    "transpose cpu cuda to clamp clamp_ clip flatten abs mul mul_ add add_ sub sub_ div div_ expand expand_as "
+    "pow square sqrt rsqrt exp log log2 log10 neg reciprocal sum mean prod norm std var amax amin unfold".split()
 )
 METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda"})
 NONDIFF_FUNCTIONS = frozenset({"torch.argmax", "torch.argmin", "torch.argsort", "torch.nonzero", "torch.round", "torch.sign"})
