@@ -146,7 +146,7 @@ def f(idx, values):
     back = on_gpu.cpu()
     back.scatter_add_(0, idx, values)
 """
-    assert rows(lint, source, "TRP401") == {7, 9}
+    assert rows(lint, source, "TRP401") == {8, 10}
 
 
 def test_trp401_cpu_only_ops_need_a_cpu_tensor(lint):
@@ -1012,6 +1012,26 @@ def build():
     return Policy(), Video(), Pyramid()
 """
     assert rows(lint, source, "TRP401") == {13, 18}
+
+
+def test_branch_taken_only_in_deterministic_mode_uses_the_deterministic_kernel(lint):
+    # A mixture-of-experts combine picks its kernel by the mode: with it on, index_add_ runs its
+    # deterministic implementation; with it off the other branch runs, and that one varies.
+    source = """import torch
+
+def combine(index, tokens, routed):
+    out = torch.zeros(64, 16, device=tokens.device)
+    if torch.are_deterministic_algorithms_enabled():
+        out.index_add_(0, index, tokens)
+    else:
+        out.scatter_add_(0, routed, tokens)
+    if not torch.are_deterministic_algorithms_enabled():
+        out.index_add_(0, index, tokens)
+    else:
+        out.scatter_add_(0, routed, tokens)
+    return out
+"""
+    assert rows(lint, source, "TRP401") == {8, 10}
 
 
 def test_mode_assigned_in_branches_counts_every_value(lint):

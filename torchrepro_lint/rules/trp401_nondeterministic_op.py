@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from torchrepro_lint.analysis.op_matching.mode_gate import runs_only_in_deterministic_mode
 from torchrepro_lint.rules._ops import (
     EVIDENCE_DECISIONS,
     GRAD_DECISIONS,
@@ -36,7 +37,9 @@ class NondeterministicOp(Rule):
         "(module-form ops such as `nn.Upsample(mode='bilinear')` or `nn.ReflectionPad2d` at their "
         "construction) unless every program that runs the module enables deterministic mode "
         "(`warn_only=True` counts: the deterministic implementations are used then too); code that "
-        "no program reaches is reported. A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or "
+        "no program reaches is reported. Not reported: the branch that runs only with the mode "
+        "on by the code's own test (`if torch.are_deterministic_algorithms_enabled():`, or the "
+        "`else` of its negation): there the deterministic implementation runs. A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or "
         "`\"-1\"` (a test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does "
         "not count, and code that only such programs reach is not reported. " + EVIDENCE_DECISIONS + " Ops nondeterministic only on "
         "the CPU (`index_put_` / `put_` with `accumulate=True`) need a tensor shown to be on the "
@@ -196,6 +199,8 @@ class Encoder3d(nn.Module):
             status = statuses[match.entry.device == "cuda"]
             if status.always_on or status.cpu_only or id(match.site.node) in raising:
                 continue
+            if runs_only_in_deterministic_mode(module.index, match.site.node):
+                continue  # `if torch.are_deterministic_algorithms_enabled(): ...`: the deterministic kernel runs
             yield context.report(
                 self,
                 module,
