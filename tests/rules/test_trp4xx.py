@@ -146,7 +146,7 @@ def f(idx, values):
     back = on_gpu.cpu()
     back.scatter_add_(0, idx, values)
 """
-    assert rows(lint, source, "TRP401") == {8, 10}
+    assert rows(lint, source, "TRP401") == {7, 9}
 
 
 def test_trp401_cpu_only_ops_need_a_cpu_tensor(lint):
