@@ -532,3 +532,22 @@ def test_distributed_packages_read_from_pyproject():
     assert distributed_packages(data) == ["blocks", "heads", "layers", "src", "zoo"]
     assert distributed_packages({"tool": {"setuptools": {"packages": ["a.b", "c"]}}}) == ["a", "c"]
     assert distributed_packages({"project": "not a table", "tool": []}) == []
+
+
+def test_guardless_pytest_module_is_not_a_script(lint):
+    # pytest imports test modules (with whatever its fixtures seed): their top-level code sets
+    # tests up. The same code in a file pytest does not collect is a script; a test file's own
+    # `__main__` block is a program run by hand.
+    setup = (
+        "import torch\n\nCASES = [torch.randn(4) for _ in range(3)]\n\n"
+        "def test_cases_have_four_values():\n    assert all(c.numel() == 4 for c in CASES)\n"
+    )
+    files = {
+        "tests/test_shapes.py": setup,
+        "tests/shapes_test.py": setup,
+        "tests/make_cases.py": setup,
+        "tests/test_manual.py": "import torch\n\nif __name__ == '__main__':\n    print(torch.rand(2))\n",
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {
+        ("tests/make_cases.py", 1, "TRP101"), ("tests/test_manual.py", 3, "TRP101")
+    }

@@ -65,7 +65,7 @@ def program_entries(
             kind = "main-guard" if guard is not None else "dunder-main"
             entries.append(Entry(module, kind, guard, True, imported=library))
         elif module.table.has_top_level_work or module.path.suffix == ".ipynb":  # Jupyter runs every notebook
-            if not library:
+            if not library and not is_pytest_module(module):
                 entries.append(Entry(module, "script", None, True))
     for target in (console_scripts or {}).values():
         module_name, _, function = target.partition(":")
@@ -74,6 +74,17 @@ def program_entries(
             symbol = module.function(function.strip())
             entries.append(Entry(module, "console-script", symbol.ref if symbol else None, False, function.strip()))
     return entries
+
+
+def is_pytest_module(module: ProjectModule) -> bool:
+    """A guard-less file pytest collects (`test_*.py` / `*_test.py` defining `test*` functions or
+    `Test*` classes): pytest imports it, with whatever seeding its fixtures do, so its top-level
+    code is test setup, not a script's run."""
+    name = module.path.name
+    if not (name.startswith("test_") or name.endswith("_test.py")):
+        return False
+    table = module.table
+    return any(f.startswith("test") for f in table.functions) or any(c.startswith("Test") for c in table.classes)
 
 
 def _module_from_root(project: ProjectIndex, name: str) -> ProjectModule | None:
