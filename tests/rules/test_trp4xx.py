@@ -1034,6 +1034,34 @@ def combine(index, tokens, routed):
     assert rows(lint, source, "TRP401") == {8, 10}
 
 
+def test_frozen_tables_resized_in_forward_are_not_differentiated(lint):
+    # A fixed sin-cos position table (frozen parameter or buffer) is resized to the input: no
+    # gradient reaches it. A trainable table, or one unfrozen later, does get one.
+    source = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Encoder(nn.Module):
+    def __init__(self, fine_tune=False):
+        super().__init__()
+        self.fixed = nn.Parameter(torch.zeros(1, 8, 4, 4), requires_grad=False)
+        self.register_buffer("grid", torch.zeros(1, 8, 4, 4))
+        self.learned = nn.Parameter(torch.zeros(1, 8, 4, 4))
+        self.thawed = nn.Parameter(torch.zeros(1, 8, 4, 4), requires_grad=False)
+        if fine_tune:
+            self.thawed.requires_grad = True
+
+    def forward(self, x):
+        size = x.shape[-2:]
+        a = F.interpolate(self.fixed, size=size, mode="bicubic")
+        b = F.interpolate(self.grid, size=size, mode="bicubic")
+        c = F.interpolate(self.learned, size=size, mode="bicubic")
+        d = F.interpolate(self.thawed, size=size, mode="bicubic")
+        return x + a + b + c + d
+"""
+    assert rows(lint, source, "TRP402") == {19, 20}
+
+
 def test_mode_assigned_in_branches_counts_every_value(lint):
     source = """import torch.nn.functional as F
 

@@ -21,6 +21,7 @@ from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.op_matching.calls import ApiCall
 from torchrepro_lint.analysis.training_gate import runs_only_in_evaluation
+from torchrepro_lint.project.known_apis import PARAMETER_CLASSES
 
 if TYPE_CHECKING:
     from torchrepro_lint.analysis.project_uses import ProjectUses
@@ -391,7 +392,7 @@ class RequiresGrad:
             return False
         if call.form != "module" and self.grad.result_not_differentiated(node):
             return False
-        if self._data_inputs(call):
+        if self._data_inputs(call) or self._frozen_inputs(call):
             return False
         outer = module_level_function(self.index, node)
         if outer is not None and self.uses is not None and self.module is not None:
@@ -502,6 +503,57 @@ class RequiresGrad:
         if any(fl.inside(b, loop) for loop in loops for b in others):
             return None  # (a later rebinding reaches it on the loop's next turn)
         return params[0]
+
+    def _frozen_inputs(self, call: ApiCall) -> bool:
+        """Every input is an attribute of `self` that its class holds frozen: a buffer
+        (`register_buffer`, `nn.Buffer`) or an `nn.Parameter(..., requires_grad=False)` that
+        nothing in the class unfreezes (a fixed sin-cos position table resized to the input)."""
+        inputs = call.inputs()
+        klass = self.index.enclosing(call.site.node, cst.ClassDef)
+        if not inputs or klass is None:
+            return False
+        frozen = self._frozen_attributes(klass)
+        return all(
+            isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self" and e.attr.value in frozen
+            for e in inputs
+        )
+
+    def _frozen_attributes(self, klass: cst.ClassDef) -> set[str]:
+        frozen, other, unfrozen = set(), set(), set()
+        for node in self.index.nodes_of(cst.Assign, cst.Call):
+            if not any(a is klass for a in self.index.ancestors(node)):
+                continue
+            if isinstance(node, cst.Call):
+                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+                first = node.args[0].value if node.args else None
+                if method == "register_buffer" and isinstance(first, cst.SimpleString):
+                    frozen.add(first.value.strip("\"'"))
+                elif method == "requires_grad_" and isinstance(node.func.value, cst.Attribute):
+                    if not (node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False"):
+                        unfrozen.add(node.func.value.attr.value)
+                continue
+            for target in node.targets:
+                t = target.target
+                if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and isinstance(t.value, cst.Attribute):
+                    if not (isinstance(node.value, cst.Name) and node.value.value == "False"):
+                        unfrozen.add(t.value.attr.value)
+                if not (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"):
+                    continue
+                (frozen if self._frozen_value(node.value) else other).add(t.attr.value)
+        return frozen - other - unfrozen
+
+    def _frozen_value(self, value: cst.BaseExpression) -> bool:
+        if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+            return False
+        q = self.index.resolve(value.func, value)
+        if q == "torch.nn.Buffer":
+            return True
+        if q not in PARAMETER_CLASSES:
+            return False
+        flag = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "requires_grad"), None)
+        if flag is None and len(value.args) > 1 and value.args[1].keyword is None:
+            flag = value.args[1].value
+        return isinstance(flag, cst.Name) and flag.value == "False"
 
     def _data_inputs(self, call: ApiCall) -> bool:
         """The op's input is an argument of `forward` of a top-level model (one that no nn.Module
