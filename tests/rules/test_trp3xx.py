@@ -44,21 +44,26 @@ if __name__ == "__main__":
 
 def test_trp301_message_claims_a_drawn_order_only_where_the_loader_may_shuffle(lint):
     # An evaluation loader that reads in order still draws its workers' seeds from torch's
-    # generator, but it has no shuffle order to lose; a sampler may be random, so it keeps it.
-    source = """from torch.utils.data import DataLoader, SequentialSampler
+    # generator, but it has no shuffle order to lose; nor does one whose sampler orders by its
+    # own seed (DistributedSampler) or never shuffles. A RandomSampler draws from the generator.
+    source = """from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler, SequentialSampler
 
-def loaders(ds, n):
+def loaders(ds, n, rank):
     plain = DataLoader(ds, batch_size=4, num_workers=n)
     ordered = DataLoader(ds, 4, False, num_workers=n)
     shuffled = DataLoader(ds, batch_size=4, shuffle=True, num_workers=n)
-    sampled = DataLoader(ds, batch_size=4, sampler=SequentialSampler(ds), num_workers=n)
-    return plain, ordered, shuffled, sampled
+    drawn = DataLoader(ds, batch_size=4, sampler=RandomSampler(ds), num_workers=n)
+    sharded = DistributedSampler(ds, num_replicas=8, rank=rank)
+    spread = DataLoader(ds, batch_size=4, sampler=sharded, num_workers=n)
+    batched = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 4, False), num_workers=n)
+    unknown = DataLoader(ds, batch_size=4, sampler=ds.sampler(), num_workers=n)
+    return plain, ordered, shuffled, drawn, spread, batched, unknown
 """
     messages = {f.row: f.message for f in findings(lint(source), "TRP301")}
-    assert sorted(messages) == [4, 5, 6, 7]
-    for row in (4, 5):
-        assert "worker seeds (the order is sequential)" in messages[row] and "shuffle order" not in messages[row]
-    for row in (6, 7):
+    assert sorted(messages) == [4, 5, 6, 7, 9, 10, 11]
+    for row in (4, 5, 9, 10):
+        assert "worker seeds (not the loader's order)" in messages[row] and "shuffle order" not in messages[row]
+    for row in (6, 7, 11):
         assert "worker seeds and the shuffle order" in messages[row]
 
 

@@ -223,7 +223,7 @@ def make_loader(ds, seed):
             seeded = None if not programs else all(seeds_torch(p.facts) for p in programs)
             severity = Severity.NOTE if seeded else Severity.WARNING
             fix = worker_seed_fix(module, call, context.config.seed)
-            message = self._message(workers, seeded, module, self._may_shuffle(view))
+            message = self._message(workers, seeded, module, self._may_shuffle(view, index, call))
             yield context.report(self, module, call, message, severity, fix=fix)
 
     @staticmethod
@@ -284,12 +284,15 @@ def make_loader(ds, seed):
         return fabric_seeds and loaders_set_up
 
     @staticmethod
-    def _may_shuffle(view) -> bool:
-        """Whether the loader may draw its order: `shuffle=` not literally False, or a sampler
-        given (which may be random). A sequential loader still draws its workers' seeds."""
+    def _may_shuffle(view, index, at: cst.CSTNode) -> bool:
+        """Whether the loader may draw its order from torch's global generator: `shuffle=` not
+        literally False, or a sampler that may (SequentialSampler never does; DistributedSampler
+        orders by its own seed and epoch; a BatchSampler by the sampler it wraps). A sequential
+        loader still draws its workers' seeds."""
         for option in view.options:
-            if any(key in option and not is_none(option[key]) for key in ORDER_KEYS):
-                return True
+            for key in ORDER_KEYS:
+                if key in option and not is_none(option[key]) and _sampler_may_draw(index, option[key], at):
+                    return True
             if "shuffle" in option and not is_false(option["shuffle"]):
                 return True
         return False
@@ -298,7 +301,7 @@ def make_loader(ds, seed):
         text = " ".join(module.source.module.code_for_node(workers).split())
         if len(text) > 30:
             text = text[:27] + "..."
-        drawn = "worker seeds and the shuffle order are" if shuffles else "worker seeds (the order is sequential) are"
+        drawn = "worker seeds and the shuffle order are" if shuffles else "worker seeds (not the loader's order) are"
         if seeded:
             consequence = (
                 f"{drawn} drawn from torch's global generator, so any other draw before a pass (an "
@@ -360,3 +363,27 @@ def worker_seed_fix(module, call, seed: int):
     generator = f"{names['torch']}.Generator().manual_seed({seed})"
     edits.append(add_keywords(module, call, [("generator", generator), ("worker_init_fn", "seed_worker")]))
     return make_fix("unsafe", "Seed the workers and the shuffle from a seeded generator", edits)
+
+
+# Samplers whose order never comes from torch's global generator.
+OWN_ORDER_SAMPLERS = frozenset(
+    {"torch.utils.data.SequentialSampler", "torch.utils.data.sampler.SequentialSampler",
+     "torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"}
+)  # fmt: skip
+BATCH_SAMPLERS = frozenset({"torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler"})
+
+
+def _sampler_may_draw(index, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+    """Whether a `sampler=` / `batch_sampler=` value may draw its order from the global generator."""
+    if isinstance(value, cst.Name) and depth < 3:
+        assigned = index.assigned_value(value.value, at)
+        return assigned is None or assigned is value or _sampler_may_draw(index, assigned, at, depth + 1)
+    if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
+        return True
+    q = index.resolve(value.func, value)
+    if q in OWN_ORDER_SAMPLERS:
+        return False
+    if q in BATCH_SAMPLERS:
+        inner = arg(value, 0, "sampler")
+        return inner is None or depth >= 3 or _sampler_may_draw(index, inner, at, depth + 1)
+    return True
