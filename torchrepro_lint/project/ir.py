@@ -62,6 +62,17 @@ class IsNone:
 
 
 @_compact
+class Equals:
+    """`a == b` / `a != b`: decided when both sides are known (a literal argument compared with a
+    literal, `name == "gpu"` called with "cpu"), else opaque as `text`, as any comparison was."""
+
+    left: "Value"
+    right: "Value"
+    negated: bool  # `!=`
+    text: str
+
+
+@_compact
 class BoolOp:
     """`a and b` / `a or b`: decided when the operands are, else opaque as `text`."""
 
@@ -105,7 +116,7 @@ class AttributeOnCuda:
     known: bool = False
 
 
-Value = Union[Const, Var, Not, IsNone, BoolOp, Opaque, IsMain, AttributeOnCuda]
+Value = Union[Const, Var, Not, IsNone, Equals, BoolOp, Opaque, IsMain, AttributeOnCuda]
 UNKNOWN = Opaque("")  # a runtime value that correlates with nothing
 TRUE = Const(True)
 IS_MAIN = IsMain()

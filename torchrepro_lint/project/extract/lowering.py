@@ -284,6 +284,13 @@ class Lowering(CallLowering):
             comparison = expr.comparisons[0]
             if is_none(comparison.comparator) and isinstance(comparison.operator, (cst.Is, cst.IsNot)):
                 return ir.IsNone(self.value(expr.left), isinstance(comparison.operator, cst.IsNot))
+            if isinstance(comparison.operator, (cst.Equal, cst.NotEqual)):
+                sides = (expr.left, comparison.comparator)
+                literals = [literal_value(side, MISSING) for side in sides]
+                names = [isinstance(side, cst.Name) for side in sides]
+                if any(v is not MISSING for v in literals) and all(v is not MISSING or n for v, n in zip(literals, names)):
+                    left, right = (self.value(side) for side in sides)
+                    return ir.Equals(left, right, isinstance(comparison.operator, cst.NotEqual), self._text(expr))
         if isinstance(expr, cst.IfExp):
             # `True if c else False` is c; `False if c else True` is not c.
             body, orelse = literal_value(expr.body, MISSING), literal_value(expr.orelse, MISSING)
@@ -384,6 +391,9 @@ def _value_names(value, names: set) -> None:
         names.add(value.name)
     elif isinstance(value, (ir.Not, ir.IsNone)):
         _value_names(value.operand, names)
+    elif isinstance(value, ir.Equals):
+        _value_names(value.left, names)
+        _value_names(value.right, names)
     elif isinstance(value, ir.BoolOp):
         for operand in value.operands:
             _value_names(operand, names)

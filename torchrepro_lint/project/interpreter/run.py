@@ -527,6 +527,11 @@ class Interpreter:
             if isinstance(inner, ir.Const):
                 return ir.Const((inner.value is None) != value.negated)
             return ir.IsNone(inner, value.negated)
+        if isinstance(value, ir.Equals):
+            left, right = self.evaluate(value.left, frame), self.evaluate(value.right, frame)
+            if isinstance(left, ir.Const) and isinstance(right, ir.Const) and _comparable(left.value, right.value):
+                return ir.Const((left.value == right.value) != value.negated)
+            return ir.Opaque(value.text)  # (the same key as before: equal texts correlate)
         if isinstance(value, ir.BoolOp):
             # `deterministic and check_version(...)`: decided by a literal operand, else the rest.
             deciding = value.op == "or"  # the truth value that decides the whole expression
@@ -543,6 +548,11 @@ class Interpreter:
         if isinstance(value, ir.AttributeOnCuda):
             return ir.Const(attribute_on_cuda(self.project, value, frame))
         return value
+
+
+def _comparable(a, b) -> bool:
+    """Literals whose `==` Python answers the way the program would: strings, numbers, bools, None."""
+    return all(v is None or isinstance(v, (str, int, float, bool)) for v in (a, b))
 
 
 def _stored_on(receiver: str | None, frame: Frame) -> dict:
