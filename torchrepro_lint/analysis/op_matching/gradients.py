@@ -383,6 +383,7 @@ class RequiresGrad:
         self.grad = grad
         self.uses = uses
         self.module = None
+        self._frozen: dict[int, set[str]] = {}  # id(class) -> its frozen attributes
         if uses is not None:
             self.module = next((m for m in uses.project.modules.values() if m.source is index.source), None)
 
@@ -512,7 +513,9 @@ class RequiresGrad:
         klass = self.index.enclosing(call.site.node, cst.ClassDef)
         if not inputs or klass is None:
             return False
-        frozen = self._frozen_attributes(klass)
+        frozen = self._frozen.get(id(klass))
+        if frozen is None:
+            frozen = self._frozen[id(klass)] = self._frozen_attributes(klass)
         return all(
             isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self" and e.attr.value in frozen
             for e in inputs
@@ -521,8 +524,8 @@ class RequiresGrad:
     def _frozen_attributes(self, klass: cst.ClassDef) -> set[str]:
         frozen, other, unfrozen = set(), set(), set()
         for node in self.index.nodes_of(cst.Assign, cst.Call):
-            if not any(a is klass for a in self.index.ancestors(node)):
-                continue
+            if self.index.enclosing(node, cst.ClassDef) is not klass:
+                continue  # (memoised per node; a nested class's own stores are its own)
             if isinstance(node, cst.Call):
                 method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
                 first = node.args[0].value if node.args else None
