@@ -23,6 +23,8 @@ def assigned(statements) -> list[str]:
             out.append(statement.name)
         elif isinstance(statement, ir.Branch):
             out += assigned(statement.then) + assigned(statement.orelse)
+        elif isinstance(statement, ir.Try):
+            out += [name for block in ir.blocks_of(statement) for name in assigned(block)]
     return out
 
 

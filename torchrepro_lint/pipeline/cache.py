@@ -30,7 +30,7 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 11  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+FORMAT = 12  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
 # 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
 # 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
 # 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
@@ -40,7 +40,8 @@ FORMAT = 11  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # that is an nn.Parameter's initial value is a MODULE_INIT, calls through a bound method in a variable,
 # FunctionIR.returns and Instance.item (methods of what a project factory returns), draws that
 # make a seed (no DRAW_RANDOM/DRAW_NUMPY; a DRAW that makes torch's seed is marked MAKES_A_SEED);
-# 11: `name == literal` conditions lowered as ir.Equals (decided when the name holds a literal)
+# 11: `name == literal` conditions lowered as ir.Equals (decided when the name holds a literal);
+# 12: ir.Raise and ir.Try (a raise no longer lowered as a return), a loop's `else` is a branch
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

@@ -178,6 +178,24 @@ class Return:
 
 
 @_compact
+class Raise:
+    """`raise`: the path leaves the function by an exception, which propagates through its
+    callers (run.py) until a `try` takes it; it never goes on as if the call had returned."""
+
+
+@_compact
+class Try:
+    """`try`: its `body`, then `handlers` (one Branch on an unknown condition per `except`
+    clause: which exception comes, and which clause takes it, is a runtime matter), its `else`,
+    and `finalbody`, which every path runs: one that ends normally, returns or raises."""
+
+    body: tuple["Stmt", ...]
+    handlers: tuple["Stmt", ...]
+    orelse: tuple["Stmt", ...]
+    finalbody: tuple["Stmt", ...]
+
+
+@_compact
 class ImportModule:
     ref: int
     module: str  # absolute dotted name; its top level runs once per program
@@ -200,7 +218,7 @@ class FunctionRef:
     target: str
 
 
-Stmt = Union[Effect, Call, Assign, Branch, Return, ImportModule, Spawn, FunctionRef]
+Stmt = Union[Effect, Call, Assign, Branch, Return, Raise, Try, ImportModule, Spawn, FunctionRef]
 
 
 @_compact(frozen=False)
@@ -256,11 +274,18 @@ def without_refs(function: FunctionIR) -> tuple:
     return (function.path, function.params, function.defaults, _statements_without_refs(function.body), function.is_method, function.returns)
 
 
+def blocks_of(statement: Try) -> tuple[tuple[Stmt, ...], ...]:
+    """A `try`'s blocks, in source order."""
+    return (statement.body, statement.handlers, statement.orelse, statement.finalbody)
+
+
 def _statements_without_refs(statements) -> tuple:
     out = []
     for statement in statements:
         if isinstance(statement, Branch):
             statement = (statement.cond, _statements_without_refs(statement.then), _statements_without_refs(statement.orelse))
+        elif isinstance(statement, Try):
+            statement = ("try", *(_statements_without_refs(block) for block in blocks_of(statement)))
         elif hasattr(statement, "ref"):
             statement = replace(statement, ref=0)
         out.append(statement)

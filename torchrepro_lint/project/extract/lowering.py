@@ -1,7 +1,7 @@
 """Lower one module's CST into the program-model IR (see ir.py).
 
 `Lowering` walks the module's top level, functions and classes: statements become IR statements
-(branches, assignments, imports, returns), with the calls each one makes lowered by the methods
+(branches, `try` blocks, assignments, imports, returns, raises), with the calls each one makes lowered by the methods
 in calls.py. Nodes are referred to by index in `Lowering.nodes`, so findings can be located
 later without keeping the IR tied to the tree.
 """
@@ -181,18 +181,16 @@ class Lowering(CallLowering):
         if isinstance(node, cst.If):
             return [*header, ir.Branch(self.value(node.test), self.block(node.body.body), self.orelse(node.orelse))]
         if isinstance(node, (cst.For, cst.While)):
-            # A loop body is taken to run (once): what it does is on the path.
-            return [*header, *self.block(node.body.body), *self.orelse(node.orelse)]
+            # A loop body is taken to run (once): what it does is on the path. Its `else` runs
+            # unless a `break` left the loop (`for ...: if found: break` / `else: raise`): maybe.
+            orelse = self.orelse(node.orelse)
+            return [*header, *self.block(node.body.body), *([ir.Branch(ir.UNKNOWN, orelse, ())] if orelse else [])]
         if isinstance(node, cst.With):
             return [*header, *self.block(node.body.body)]
         if isinstance(node, (cst.Try, cst.TryStar)):
-            out = [*header, *self.block(node.body.body)]
-            for handler in node.handlers:
-                out.append(ir.Branch(ir.UNKNOWN, self.block(handler.body.body), ()))
-            out.extend(self.orelse(node.orelse))
-            if node.finalbody is not None:
-                out.extend(self.block(node.finalbody.body.body))
-            return out
+            handlers = tuple(ir.Branch(ir.UNKNOWN, self.block(handler.body.body), ()) for handler in node.handlers)
+            final = self.block(node.finalbody.body.body) if node.finalbody is not None else ()
+            return [*header, ir.Try(self.block(node.body.body), handlers, self.orelse(node.orelse), final)]
         if isinstance(node, cst.Match):
             out = list(header)
             for case in reversed(node.cases):
@@ -203,8 +201,10 @@ class Lowering(CallLowering):
     def small_statement(self, node: cst.BaseSmallStatement) -> list[ir.Stmt]:
         targets = _assigned_names(node)
         out = self.calls_of(node, targets)
-        if isinstance(node, (cst.Return, cst.Raise)):
+        if isinstance(node, cst.Return):
             out.append(ir.Return())
+        elif isinstance(node, cst.Raise):
+            out.append(ir.Raise())
         elif isinstance(node, (cst.Import, cst.ImportFrom)):
             for record in self.index.imports:
                 if record.node is node and record.module:
@@ -371,6 +371,9 @@ def _names_read(statements, names: set, owners: set) -> None:
             _value_names(statement.cond, names)
             _names_read(statement.then, names, owners)
             _names_read(statement.orelse, names, owners)
+        elif isinstance(statement, ir.Try):
+            for block in ir.blocks_of(statement):
+                _names_read(block, names, owners)
         elif isinstance(statement, ir.Effect):
             _value_names(statement.value, names)
         elif isinstance(statement, ir.Assign):
@@ -411,6 +414,10 @@ def _without_dead(statements, names: set, owners: set) -> tuple[ir.Stmt, ...]:
             then, orelse = _without_dead(statement.then, names, owners), _without_dead(statement.orelse, names, owners)
             if then != statement.then or orelse != statement.orelse:
                 statement = ir.Branch(statement.cond, then, orelse)
+        elif isinstance(statement, ir.Try):
+            blocks = tuple(_without_dead(block, names, owners) for block in ir.blocks_of(statement))
+            if blocks != ir.blocks_of(statement):
+                statement = ir.Try(*blocks)
         out.append(statement)
     return tuple(out)
 

@@ -104,8 +104,8 @@ def _inert_top(project, module, statements, instances, functions: set, effectful
             continue
         if isinstance(statement, ir.ImportModule):
             imports += imported_names(statement)
-        elif isinstance(statement, ir.Branch):
-            for arm in _arms_when_imported(statement):
+        elif isinstance(statement, (ir.Branch, ir.Try)):
+            for arm in _arms_when_imported(statement) if isinstance(statement, ir.Branch) else ir.blocks_of(statement):
                 inner = _inert_top(project, module, arm, instances, functions, effectful)
                 if inner is None:
                     return None
@@ -152,6 +152,9 @@ def _instances(statements) -> set[str]:
             out.add(statement.name)
         elif isinstance(statement, ir.Branch):
             out |= _instances(statement.then) | _instances(statement.orelse)
+        elif isinstance(statement, ir.Try):
+            for block in ir.blocks_of(statement):
+                out |= _instances(block)
     return out
 
 

@@ -104,8 +104,7 @@ class ImportWalk(_Recording):
     @classmethod
     def record(cls, interpreter: Interpreter, module: ProjectModule, states, anchor: Site) -> ImportWalk:
         def walk():
-            walked, returned = interpreter.block(module.top, states, Frame(module, anchor=anchor))
-            return walked + returned
+            return interpreter.top_level(module, states, Frame(module, anchor=anchor))
 
         fields, walked = cls.capture(interpreter, walk)
         return cls(**fields, anchor=anchor, states=walked)

@@ -60,6 +60,9 @@ class Interpreter:
         self.callbacks: dict[tuple[int, str], Symbol] = {}
         self.effectful_memo: dict[tuple[int, str], bool] = {}
         self.lookups: set[int] | None = None  # while a recording (recordings.py) runs: modules tested for imported-ness
+        # Paths an exception is taking out of what runs now (see `caught`): they skip the rest of
+        # each block and call until a `try` takes them, or the program ends on them.
+        self.raised: list[PathState] = []
 
     # -- entry points ------------------------------------------------------------------
     def run_module(self, *, as_main: bool, function: str | None = None) -> Facts:
@@ -74,7 +77,9 @@ class Interpreter:
             symbol = self.project.resolve("@." + function, self.entry)
             if symbol is not None and symbol.is_function:
                 states = self.invoke(symbol, (), (), states, frame, ref=symbol.function.ref)
-        self.facts.end_paths(states)
+        # A path that raised out of the program ends there; what it did before stays.
+        self.facts.end_paths(bounded(states + self.raised))
+        self.raised = []
         self.run_callbacks()
         return self.facts
 
@@ -98,11 +103,15 @@ class Interpreter:
 
     def invoke_callbacks(self) -> None:
         done: set[tuple[int, str]] = set()
-        while len(done) < len(self.callbacks):
-            for key, symbol in list(self.callbacks.items()):
-                if key not in done:
-                    done.add(key)
-                    self.invoke(symbol, (), (), [PathState(torch_seeded=True)], Frame(symbol.module), ref=None)
+        outer, self.raised = self.raised, []  # (what a callback raises is its caller's, out of view)
+        try:
+            while len(done) < len(self.callbacks):
+                for key, symbol in list(self.callbacks.items()):
+                    if key not in done:
+                        done.add(key)
+                        self.invoke(symbol, (), (), [PathState(torch_seeded=True)], Frame(symbol.module), ref=None)
+        finally:
+            self.raised = outer
 
     # -- statements --------------------------------------------------------------------
     def block(self, statements, states: list[PathState], frame: Frame):
@@ -132,6 +141,11 @@ class Interpreter:
             return self.branch(statement, states, frame)
         if isinstance(statement, ir.Return):
             return [], states
+        if isinstance(statement, ir.Raise):
+            self.raised += states
+            return [], []
+        if isinstance(statement, ir.Try):
+            return self.try_statement(statement, states, frame)
         if isinstance(statement, ir.ImportModule):
             return self.import_module(statement, states, frame), []
         if isinstance(statement, ir.Spawn):
@@ -143,6 +157,41 @@ class Interpreter:
                 self.callbacks.setdefault((id(symbol.module), symbol.path), symbol)
             return states, []
         return states, []
+
+    def caught(self, statements, states: list[PathState], frame: Frame):
+        """Run `statements` with the paths an exception takes out of them held apart:
+        (normal, returned, raised)."""
+        outer, self.raised = self.raised, []
+        try:
+            normal, returned = self.block(statements, states, frame)
+            raised = self.raised
+        finally:
+            self.raised = outer
+        return normal, returned, bounded(raised)
+
+    def try_statement(self, statement: ir.Try, states: list[PathState], frame: Frame):
+        """Where a `try` has handlers, a path the body raised on is taken to be caught: it goes on
+        to the handlers (each a branch on an unknown condition, as for a path that ended the body
+        normally) and after the `try`. The clauses' exception types are not read, so a path no
+        handler would take goes on too: too many paths, never too few. Without handlers (`try:
+        ... finally:`), it runs the `finally` and goes on raising. The `finally` runs on every
+        path: one that ends normally, returns or raises."""
+        normal, returned, raised = self.caught(statement.body, states, frame)
+        if statement.handlers:
+            normal, more, raised = self.caught((*statement.handlers, *statement.orelse), bounded(normal + raised), frame)
+            returned += more
+        if not statement.finalbody:
+            self.raised += raised
+            return normal, returned
+        normal, more = self.block(statement.finalbody, normal, frame)  # (what it raises goes on raising)
+        if returned:
+            finished, more_returned = self.block(statement.finalbody, returned, frame)
+            more += finished + more_returned
+        if raised:
+            still, more_returned = self.block(statement.finalbody, raised, frame)  # (a `return` there ends the exception)
+            self.raised += still
+            more += more_returned
+        return normal, more
 
     def branch(self, branch: ir.Branch, states: list[PathState], frame: Frame):
         value = self.evaluate(branch.cond, frame)
@@ -190,6 +239,8 @@ class Interpreter:
             if isinstance(statement, ir.Branch) and (
                 self.seeds_torch(statement.then, frame, depth) or self.seeds_torch(statement.orelse, frame, depth)
             ):
+                return True
+            if isinstance(statement, ir.Try) and any(self.seeds_torch(block, frame, depth) for block in ir.blocks_of(statement)):
                 return True
             if isinstance(statement, ir.Call) and statement.target is not None and depth == 0:
                 symbol = self.project.resolve(statement.target, frame.module)
@@ -369,9 +420,15 @@ class Interpreter:
         self.facts.modules.add(symbol.module.path)
         self.stack.append(key)
         try:
-            normal, returned = self.block(function.body, states, callee_frame)
+            normal, returned, raised = self.caught(function.body, states, callee_frame)
         finally:
             self.stack.pop()
+        if not normal and not returned:
+            # No path returns (an abstract method's `raise NotImplementedError`, a stub, a main
+            # that ends in `raise SystemExit`): the call is taken to return what it did before
+            # raising, rather than end every path of every program that calls it.
+            return raised
+        self.raised += raised  # (they leave the caller too: Interpreter.raised)
         return bounded(normal + returned)
 
     def effectful(self, symbol: Symbol, depth: int = 0) -> bool:
@@ -400,6 +457,8 @@ class Interpreter:
     def _stmt_effectful(self, statement, module: ProjectModule, depth: int) -> bool:
         if isinstance(statement, ir.Branch):
             return any(self._stmt_effectful(s, module, depth) for s in (*statement.then, *statement.orelse))
+        if isinstance(statement, ir.Try):
+            return any(self._stmt_effectful(s, module, depth) for block in ir.blocks_of(statement) for s in block)
         if isinstance(statement, ir.Call):
             if statement.target is None:
                 return True
@@ -412,7 +471,9 @@ class Interpreter:
                     return self.seeding_base(target) is not None
                 return self.effectful(init, depth)
             return target.is_function and self.effectful(target, depth)
-        return not isinstance(statement, (ir.Assign, ir.Return))
+        # (a function that only raises, a check such as `if x < 0: raise`, is not walked: its
+        # callers' paths go on whole, as they would past a stub that always raises)
+        return not isinstance(statement, (ir.Assign, ir.Return, ir.Raise))
 
     def import_module(self, statement: ir.ImportModule, states, frame: Frame):
         lookups = self.lookups
@@ -449,8 +510,7 @@ class Interpreter:
         of a library's 100 scripts) walk the same modules from the same fresh start: such a walk
         is recorded once and replayed, re-anchored at this program's import statement."""
         if not self._starts_fresh(states):
-            walked, returned = self.block(module.top, states, Frame(module, anchor=anchor))
-            return walked + returned
+            return self.top_level(module, states, Frame(module, anchor=anchor))
         walks = self.project.import_walks.setdefault(id(module), [])
         for walk in walks:
             if walk.replays_in(self):
@@ -459,6 +519,13 @@ class Interpreter:
         if walk.replays_in(self, recorded=True) and len(walks) < WALKS_KEPT:
             walks.append(walk)
         return walk.replay(self, anchor)
+
+    def top_level(self, module: ProjectModule, states: list[PathState], frame: Frame) -> list[PathState]:
+        """Run an imported module's top level. A path that raised there goes on in the importer,
+        as if it had caught the error (`try: import x` / `except ImportError:`, an optional
+        dependency's check): an import is not where this model ends a program's paths."""
+        walked, returned, raised = self.caught(module.top, states, frame)
+        return bounded(walked + returned + raised)
 
     def _starts_fresh(self, states: list[PathState]) -> bool:
         """Whether an import walked now depends only on the project, on which modules are
@@ -490,9 +557,9 @@ class Interpreter:
         child.imported.add(id(symbol.module))
         # The child re-imports the target's module, not as `__main__` (as_main stays False: its
         # guards do not run), then calls the target.
-        start, _ = child.block(symbol.module.top, [PathState()], child_frame)
+        start, _, raised = child.caught(symbol.module.top, [PathState()], child_frame)
         final = child.invoke(symbol, (), (), start, child_frame, ref=None)
-        child.facts.end_paths(final)
+        child.facts.end_paths(bounded(final + raised + child.raised))  # (paths that raised end there)
         child.run_callbacks()
         self.steps = child.steps
         self.facts.spawns.append((occurrence, parent_set_up, child.facts))
