@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from torchrepro_lint.analysis.op_matching.order_independent import DUPLICATE_INDEX_ENTRIES
 from torchrepro_lint.catalog import (
     Catalog,
     Predicate,
@@ -224,6 +225,13 @@ def test_rules_md_exclusions_from_trp401():
     assert not CAT.entry(conv2d["convolution_cudnn"].entry_id).report
     assert conv2d["reflection_pad2d_backward"].when[0].value == "reflect"
 
+
+
+def test_duplicate_index_refinements_follow_the_condition_text():
+    # The matcher lets constant writes and distinct indices through only for the entries whose
+    # hazard the catalogue names as duplicate indices; a new such entry must join the list.
+    named = {e.id for e in CAT.entries if "duplicate indices" in e.condition}
+    assert named == DUPLICATE_INDEX_ENTRIES
 
 def test_every_entry_is_verified_with_cuda_status():
     for e in CAT.entries:

@@ -1233,3 +1233,42 @@ def pad_or_trim(array, length=30):
     return array
 """
     assert rows(lint, source, "TRP402") == set()
+
+
+def test_trp401_writes_through_indices_that_cannot_repeat(lint):
+    # Regressions (fairseq, Megatron-LM): an inverse permutation scattered from an argsort, and
+    # rows copied back to the positions of a mask. Duplicate indices are the only hazard of
+    # scatter_ with a tensor src, index_copy_ and index_put_ without accumulate: positions of a
+    # 1-D mask, arange, randperm, unique values and sort orders cannot repeat.
+    source = """import torch
+
+def inverse(keys, n):
+    perm = torch.argsort(keys)
+    return torch.empty_like(perm).scatter_(0, perm, torch.arange(n, device=keys.device))
+
+def restore(full: torch.Tensor, mask, rows):
+    full.index_copy_(0, torch.nonzero(mask).flatten(), rows)
+    kept = mask.nonzero()[:, 0]
+    full.index_copy_(0, kept, rows)
+    full.index_put_((torch.argwhere(mask).squeeze(1),), rows)
+    return full
+
+def shuffled(x: torch.Tensor, src: torch.Tensor, k):
+    chosen = torch.randperm(x.size(0), device=x.device)[:k]
+    x.index_copy_(0, chosen, src)
+    _, order = x.sort(dim=0)
+    x.scatter_(0, order, src)
+    x.index_copy_(0, torch.sort(src)[1], src)
+    x.index_copy_(0, src.sort().indices.cuda(), src)
+    return x.index_copy(0, torch.unique(src), src)
+
+def unknown(x: torch.Tensor, index, src: torch.Tensor, mask):
+    x.index_copy_(0, index, src)
+    x.index_copy_(0, torch.unique(src, return_inverse=True)[1], src)
+    x.scatter_(1, torch.argsort(src, dim=0), src)
+    x.index_put_((torch.argsort(src),), src)
+    x.index_copy_(0, torch.nonzero(mask)[:, 1], src)
+    x.index_copy_(0, torch.argsort(src).flatten(), src)
+    x.scatter_add_(0, torch.arange(3), src)
+"""
+    assert rows(lint, source, "TRP401") == {24, 25, 26, 27, 28, 29, 30}

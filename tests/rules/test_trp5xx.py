@@ -38,6 +38,37 @@ def f(x):
     ) == {5, 6, 7, 8, 9}
 
 
+
+def test_identity_tests_compare_the_object_not_its_memory(lint):
+    # Regression (Megatron-LM): a buffer allocated only on one branch is asserted `is not None`
+    # before each column is written; `is`/`is not` never look at the memory, `==` and `>` do.
+    assert check(
+        lint,
+        """import torch
+
+def columns(values, n, want):
+    buf = None
+    if want:
+        buf = torch.empty(n, 4)
+    for i, v in enumerate(values):
+        assert buf is not None
+        buf[:, i] = v
+    return buf
+
+def checked(n):
+    out = torch.empty(n)
+    if None is out or out is None is False:
+        return None
+    out[0] = 1
+    return out
+
+def compared(n):
+    zero = torch.empty(n)
+    positive = torch.empty(n)
+    return zero == 0, positive > 0
+""",
+    ) == {20, 21}
+
 def test_padding_concatenated_then_sliced_off_is_not_a_read(lint):
     # Regression (detr's all_gather helper): uninitialized padding is concatenated to reach a
     # common size, gathered, and sliced away again; its values never matter.

@@ -610,3 +610,47 @@ def all_splits():
         f.writelines(chunk)
 """
     assert lines(lint, source, "TRP602") == {10, 18}
+
+
+def test_trp602_a_list_of_a_set_that_only_becomes_a_message(lint):
+    # Regression (composer's `raise ValueError(f"...{list(unseen)}")`): a list copied from a set
+    # of strings only to be shown in an error, a log line or a warning changes the text of the
+    # message, not what the program computes. Kept: such a list that is also indexed or returned.
+    source = """import logging
+import warnings
+
+log = logging.getLogger(__name__)
+
+def check(requested: list[str], known):
+    unknown = set(requested) - set(known)
+    if unknown:
+        raise ValueError(f"unknown names: {list(unknown)}")
+
+def percent(tags: list[str]):
+    print("tags: %s (%d)" % (list(set(tags)), len(tags)))
+
+def formatted(tags: list[str]):
+    return "tags: {}".format(list(set(tags)))
+
+def logged(tags: list[str]):
+    log.warning("dropping %s", list(set(tags)))
+    logging.info("dropping %s", [t for t in set(tags)])
+    warnings.warn("dropping " + ", ".join(list(set(tags))))
+
+def raised(tags: list[str]):
+    raise KeyError(list(set(tags)))
+
+def shown_then_returned(tags: list[str]):
+    ordered = list(set(tags))
+    print(f"tags: {ordered}")
+    return ordered
+
+def logged_then_indexed(tags: list[str]):
+    ordered = list(set(tags))
+    log.info("tags: %s", ordered)
+    return ordered[0]
+
+def not_a_logger(tags: list[str], trainer):
+    trainer.log("tags", list(set(tags)))
+"""
+    assert lines(lint, source, "TRP602") == {26, 31, 36}

@@ -46,7 +46,17 @@ class NondeterministicOp(Rule):
         "CPU. Sums whose order cannot matter are not reported: adding ones (counting, node "
         "degrees) or integers with `scatter_add_` / `index_add_`; nor are writes of one constant "
         "through possibly duplicate indices (`scatter_(1, idx, 1.0)`, `index_put_(..., "
-        "torch.tensor(1.0))`). `cumsum` is reported only on a floating 1-D tensor (the "
+        "torch.tensor(1.0))`), nor, for the entries whose only hazard is duplicate indices "
+        "(`scatter_` with a tensor `src`, `index_copy_`, `index_put_` without `accumulate`), "
+        "writes through an index that cannot repeat a value: `torch.arange`, `torch.randperm`, "
+        "`torch.unique(x)`, the positions of a mask (`torch.nonzero(m)`, `m.nonzero()`, "
+        "`torch.argwhere(m)` made 1-D by `.flatten()`, `.view(-1)`, `.squeeze()` or `[:, 0]`; the "
+        "mask is taken to be 1-D, as these forms imply), and an `argsort`/`sort` order "
+        "(`torch.sort(x)[1]`, `x.sort().indices`, `_, order = x.sort()`) where the op's index is "
+        "1-D (`index_copy_` always; a `scatter_` whose input, index or src is shown 1-D) or a "
+        "`scatter_` runs along the sort's own dim; followed through local variables, slices "
+        "(`torch.randperm(n)[:k]`) and `.to()`/`.long()`/`.cuda()`. A parameter, or an index "
+        "the module does not show, is still reported. `cumsum` is reported only on a floating 1-D tensor (the "
         "catalogue's condition: multi-dim cumsums use per-row scans, deterministic anyway). "
         + GRAD_DECISIONS + " A call that TRP402 reports is not also reported here. Not reported "
         "at all (rules.md; carried by TRP205 once per program): convolutions, `nn.Embedding` and "
@@ -175,6 +185,19 @@ def cdf(probs):
     return torch.softmax(probs, dim=-1).cumsum(dim=-1)
 ''',
             "cumsum of integers, and row-wise cumsum of a multi-dim tensor (deterministic scans)",
+        ),
+        Example(
+            '''import torch
+
+def inverse_permutation(keys):
+    order = torch.argsort(keys)
+    positions = torch.arange(order.numel(), device=order.device)
+    return torch.empty_like(order).scatter_(0, order, positions)
+
+def scatter_back(full: torch.Tensor, mask, rows):
+    return full.index_copy_(0, torch.nonzero(mask).flatten(), rows)
+''',
+            "Writes through indices that cannot repeat: an argsort order, the positions of a mask",
         ),
         Example(
             '''import torch.nn as nn

@@ -109,6 +109,8 @@ class UninitializedRead(Rule):
         "no loop over `.parameters()` initializes parameters. Not reported: legacy constructors "
         "unless their arguments are sizes (two or more, or provably integers); zero-size "
         "allocations; metadata (`.shape`, `.size()`, `len`, `*_like`, `type_as` as argument, "
+        "identity tests `x is None`/`x is not None` (they compare the object, while `x == 0` "
+        "reads it), "
         "`broadcast_tensors` whose view of it is unpacked into `_`); "
         "`addmm`-family calls with `beta=0`; anything passed to a non-torch function, to "
         "`torch.distributed` (collectives write their buffers), returned, yielded, stored in a "
@@ -224,6 +226,20 @@ def make(n, array, a, b):
     return noise + data.sum() + placeholder.sum() + out
 ''',
             "Chained init, a legacy constructor given data, a zero-size placeholder, out=",
+        ),
+        Example(
+            '''import torch
+
+def stack_columns(values, n, keep):
+    buf = None
+    if keep:
+        buf = torch.empty(n, len(values))
+    for i, v in enumerate(values):
+        assert buf is not None
+        buf[:, i] = v
+    return buf
+''',
+            "An identity test before the columns are written",
         ),
         Example(
             '''import torch
@@ -392,6 +408,19 @@ def _is_int(expr: cst.BaseExpression, data, depth: int) -> bool:
     return False
 
 
+def _identity_test(node, parent, parents) -> bool:
+    """`node is None`, `None is not node`: every comparison `node` takes part in is `is`/`is not`."""
+    if isinstance(parent, cst.Comparison) and parent.left is node:
+        operators = [parent.comparisons[0].operator]
+    elif isinstance(parent, cst.ComparisonTarget) and parent.comparator is node:
+        chain = parents.get(parent).comparisons
+        position = next(i for i, target in enumerate(chain) if target is parent)
+        operators = [target.operator for target in chain[position : position + 2]]
+    else:
+        return False
+    return all(isinstance(operator, (cst.Is, cst.IsNot)) for operator in operators)
+
+
 class _Tracker:
     """What happens first to freshly allocated memory."""
 
@@ -428,6 +457,8 @@ class _Tracker:
             return STOP, parent
         if isinstance(parent, cst.Arg):
             return self._argument(node, parent, depth)
+        if _identity_test(node, parent, parents):
+            return NEUTRAL, parent  # `buf is not None` compares the object, not its memory
         if isinstance(parent, (cst.BinaryOperation, cst.Comparison, cst.ComparisonTarget, cst.UnaryOperation)):
             if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
                 return STOP, parent

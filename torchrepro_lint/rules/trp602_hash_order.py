@@ -39,7 +39,12 @@ class HashOrder(Rule):
         "`len`, `in`, `sum`/`min`/`max`, set algebra (also `|=`, `-=`), loops with order-free bodies "
         "(a list started afresh on each turn, `lines = []`, and not read after the loop, holds only "
         "that turn's items), dict/set "
-        "comprehensions keyed by the element, `str.join` (text only), a set appended to a list "
+        "comprehensions keyed by the element, text only: `str.join`, and a list of the set that "
+        "only ends up in a message (inside an f-string, `\"...\" % ...` or `\"...\".format(...)`, "
+        "passed to `print`, `logging.*`, a logger's `debug`/`info`/`warning`/... (a receiver named "
+        "like `logger`/`log` or bound to `getLogger(...)`), `warnings.warn` or an exception "
+        "constructed in a `raise`; such a list that is also indexed or returned is still "
+        "reported), a set appended to a list "
         "as one element (`out.append(set(x))`; `out.extend(set(x))` copies its order and is "
         "reported), an index or `next()` on a set checked to hold one element "
         "(`len(s) == 1`, unittest's `self.assertEqual(len(s), 1)`), and `next()` whose value "
@@ -148,6 +153,20 @@ def only_key(names: set[str], value):
     return {next(iter(names)): value}
 ''',
             "A set stored as one element, and next() on a set asserted to hold one",
+        ),
+        Example(
+            '''import logging
+
+logger = logging.getLogger(__name__)
+
+def select(columns: list[str], wanted: list[str]):
+    missing = set(wanted) - set(columns)
+    if missing:
+        raise ValueError(f"columns not found: {list(missing)}")
+    logger.info("selecting %s", list(set(wanted)))
+    return [c for c in columns if c in wanted]
+''',
+            "A list of a set shown only in an error or a log message",
         ),
         Example(
             '''import torch

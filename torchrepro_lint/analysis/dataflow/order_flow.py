@@ -7,6 +7,7 @@ first match, ...: hazard), or somewhere we cannot see (unknown).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -75,6 +76,16 @@ SET_METHODS = frozenset("union intersection difference symmetric_difference copy
 LOG_CALLS = frozenset(
     "print debug info warning warn error exception critical log write set_description set_postfix".split()
 )
+# Calls whose arguments only become a message: printed, logged or warned (a list in hash order
+# there changes the text, not what the program computes). Exception constructors in a `raise`
+# and loggers' level methods are recognised in `_only_text`.
+TEXT_CALLS = frozenset(
+    "builtins.print warnings.warn logging.debug logging.info logging.warning logging.warn logging.error "
+    "logging.exception logging.critical logging.fatal logging.log".split()
+)
+LOGGER_METHODS = frozenset("debug info warning warn error exception critical fatal log".split())
+_LOGGER_NAME = re.compile(r"(?i)^_*(log|logging|.*logger)$")
+TEXT = "text only"  # the SAFE verdict's sink when the order only reaches a message
 
 
 class OrderFlow:
@@ -170,6 +181,8 @@ class OrderFlow:
             if isinstance(parent.operator, _SET_AUGMENTED):  # `acc |= more`: a set still, in hash order
                 return self._into(parent.target, parent, state, depth)
             return self._into(parent.target, parent, self._step(state, node, materialized=True), depth)
+        if isinstance(parent, cst.FormattedStringExpression) or _formatted_by_percent(node, parent, parents):
+            return self._end(state, SAFE, node, TEXT)  # `f"{list(s)}"`, `"%s" % (list(s),)`
         if isinstance(parent, cst.BinaryOperation):
             if isinstance(parent.operator, (cst.BitOr, cst.BitAnd, cst.Subtract, cst.BitXor)):
                 return self._from(parent, state, depth + 1)
@@ -217,6 +230,8 @@ class OrderFlow:
             sink = self.extra_sink(call, qualname, arg_node)
             if sink:
                 return self._end(self._step(state, node), HAZARD, call, sink)
+        if self._only_text(call, qualname):
+            return self._end(state, SAFE, call, TEXT)
         if arg_node.star == "*":
             return self._end(state, UNKNOWN, node)
         if arg_node.keyword is not None and arg_node.keyword.value not in ("iterable",):
@@ -256,6 +271,34 @@ class OrderFlow:
         if method in ("update", "issubset", "issuperset", "isdisjoint"):
             return self._end(state, SAFE, call)
         return self._end(state, UNKNOWN, node)
+
+    def _only_text(self, call: cst.Call, qualname: str | None) -> bool:
+        """The arguments of `call` only become text: print, logging, `warnings.warn`, an
+        exception constructed in a `raise`, `"...".format(...)` and `sep.join(...)` on a string."""
+        if qualname in TEXT_CALLS:
+            return True
+        parent = self.flow.parents.get(call)
+        if isinstance(parent, cst.Raise) and parent.exc is call:
+            return True  # `raise ValueError("unknown keys", list(missing))`
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return False
+        method = func.attr.value
+        if method in ("format", "join"):
+            return _is_text(func.value)
+        return method in LOGGER_METHODS and self._is_logger(func.value)
+
+    def _is_logger(self, receiver: cst.BaseExpression) -> bool:
+        """`logger`, `self._logger`, `LOG`, `logging.getLogger(...)`, or a name bound to it."""
+        if isinstance(receiver, cst.Name):
+            value = self.flow.reaching_value(receiver)
+            if isinstance(value, cst.Call):
+                receiver = value
+        if isinstance(receiver, cst.Call):
+            callee = dotted(receiver.func) or ""
+            return callee.rsplit(".", 1)[-1] in ("getLogger", "get_logger")
+        name = dotted(receiver)
+        return name is not None and bool(_LOGGER_NAME.match(name.rsplit(".", 1)[-1]))
 
     def _parallel(self, call: cst.Call, arg_node: cst.Arg, state: Verdict) -> bool:
         """Every other argument of zip() is a list appended to in the loop that built ours."""
@@ -548,6 +591,25 @@ def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(expr, cst.Name):
         return expr.value in names
     return any(_mentions(child, names) for child in expr.children)
+
+
+def _is_text(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+
+
+def _formatted_by_percent(node, parent, parents) -> bool:
+    """`"%s" % node`, or `node` an item of the tuple or dict on the right of `"..." %`."""
+    if isinstance(parent, (cst.Element, cst.DictElement)) and getattr(parent, "value", None) is node:
+        node = parents.get(parent)
+        if not isinstance(node, (cst.Tuple, cst.Dict)):
+            return False
+        parent = parents.get(node)
+    return (
+        isinstance(parent, cst.BinaryOperation)
+        and isinstance(parent.operator, cst.Modulo)
+        and parent.right is node
+        and _is_text(parent.left)
+    )
 
 
 def _mapped_over(index: ModuleIndex, expr: cst.BaseExpression) -> cst.BaseExpression | None:

@@ -5,5 +5,6 @@
 - ``values``: the arguments a call passes and the Python values they may hold;
 - ``gradients``: where nothing is differentiated (``GradContext``) and the ``requires_grad``
   condition of a call (``RequiresGrad``);
-- ``order_independent``: scatters and index writes whose result is the same in any order.
+- ``order_independent``: scatters and index writes whose result is the same in any order;
+- ``distinct_indices``: index tensors whose entries cannot repeat (``arange``, ``argsort``, ...).
 """

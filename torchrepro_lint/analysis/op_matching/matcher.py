@@ -28,7 +28,9 @@ condition of the entry and of the record is *known* to hold here:
 
 Refinements the catalogue states in words but not as predicates: sums of ones or of integers
 (``scatter_add_`` counting degrees) and writes of one constant through duplicate indices give the
-same result in any order (``order_independent``); ``cumsum`` needs a 1-D input.
+same result in any order (``order_independent``), and so do the writes of the entries whose
+hazard is duplicate indices through an index that cannot repeat (``torch.nonzero(m).flatten()``,
+``torch.arange``, an ``argsort`` permutation: ``distinct_indices``); ``cumsum`` needs a 1-D input.
 
 A call in the branch of a parameter test (``if dims == 3: nn.AvgPool3d(...)`` in a module-level
 helper) is matched only where a call in the project selects that branch (``dispatch.py``).
@@ -53,7 +55,8 @@ from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.op_matching.calls import TENSOR_METHOD, ApiCall, as_api
 from torchrepro_lint.analysis.op_matching.dispatch import selecting_branch
 from torchrepro_lint.analysis.op_matching.gradients import GradContext, RequiresGrad
-from torchrepro_lint.analysis.op_matching.order_independent import EXACT_SUM_ENTRIES, SAME_VALUE_ENTRIES, OrderIndependence
+from torchrepro_lint.analysis.op_matching.distinct_indices import DistinctIndices
+from torchrepro_lint.analysis.op_matching.order_independent import DUPLICATE_INDEX_ENTRIES, EXACT_SUM_ENTRIES, OrderIndependence
 from torchrepro_lint.analysis.op_matching.values import ABSENT, UNKNOWN, Values, argument, display_length, passes
 from torchrepro_lint.analysis.receivers import is_tensor
 from torchrepro_lint.catalog import ApiRecord, OpEntry, Predicate, Version, load_catalog
@@ -118,6 +121,7 @@ class _Matcher:
         self.grad = GradContext(index, path)
         self.requires_grad = RequiresGrad(index, self.grad, uses)
         self.order = OrderIndependence(index, self.values)
+        self.distinct = DistinctIndices(index, self.values)
         catalog = load_catalog()
         self.ops: dict[str, list[tuple[OpEntry, ApiRecord]]] = {}
         for entry in catalog.entries_for(version):
@@ -258,7 +262,7 @@ class _Matcher:
             unknown.append(Predicate("context", "device", "equals", entry.device))
         if entry.id in EXACT_SUM_ENTRIES and self.order.exact_sum(call):
             return False, []
-        if entry.id in SAME_VALUE_ENTRIES and self.order.constant_written(call):
+        if entry.id in DUPLICATE_INDEX_ENTRIES and (self.order.constant_written(call) or self.distinct.at(call)):
             return False, []
         if entry.id in ONE_DIMENSIONAL:
             value = self._one_dimensional(call)

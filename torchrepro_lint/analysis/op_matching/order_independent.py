@@ -24,8 +24,9 @@ VALUE_ARGUMENT = {  # method name -> the argument holding the values added or wr
     "index_put": ("values", 1), "index_put_": ("values", 1), "put": ("source", 1), "put_": ("source", 1),
 }  # fmt: skip
 ONES = frozenset({"torch.ones", "torch.ones_like"})
-# Writes through possibly duplicate indices: harmless when every write carries the same value.
-SAME_VALUE_ENTRIES = frozenset({"scatter_src", "index_put_no_accumulate", "index_copy"})
+# Entries whose hazard is duplicate indices (their catalogue condition says so): harmless when
+# every write carries the same value, or when the indices cannot repeat (distinct_indices.py).
+DUPLICATE_INDEX_ENTRIES = frozenset({"scatter_src", "index_put_no_accumulate", "index_copy"})
 CONSTANT_FACTORIES = frozenset({"torch.ones", "torch.ones_like", "torch.zeros", "torch.zeros_like", "torch.full", "torch.full_like"})
 
 
