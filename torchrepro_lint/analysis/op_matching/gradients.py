@@ -457,7 +457,7 @@ class RequiresGrad:
         """Some class along `klass`'s bases, through the project's own classes in any module,
         is outside the project and not nn.Module or `object` (or cannot be told)."""
         project = self.uses.project if self.uses is not None else None
-        if project is None or self.module is None or self.index.enclosing(klass, (cst.ClassDef, cst.FunctionDef)):
+        if project is None or self.module is None or self.index.enclosing(klass, cst.ClassDef, cst.FunctionDef):
             return self.grad._derives(klass, lambda q: q not in PLAIN_BASES and not q.startswith(LOCAL))
         symbol = project.resolve(LOCAL + klass.name.value, self.module)
         if symbol is None or symbol.klass is None:
