@@ -37,6 +37,35 @@ class Use:
     classes: tuple  # enclosing classes, innermost first: (dotted class path, is an nn.Module class)
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a name is loaded, without the gradient context (cheap: what top_level_model needs)."""
+
+    qualname: str | None
+    in_bases: bool
+    classes: tuple  # as Use.classes
+
+
+def places_in(index: ModuleIndex, path: str, name: str) -> tuple[Place, ...]:
+    """The summary: where `name` (as `name` or `<expr>.name`) is loaded in one module's tree."""
+    grad = GradContext(index, path)
+    out = []
+    for node in named(index, name):
+        if type(node) is cst.Name and not _is_use(index, node):
+            continue
+        out.append(Place(index.resolve(node, node), _in_bases(index, node), _classes_around(index, grad, node)))
+    return tuple(out)
+
+
+def _classes_around(index: ModuleIndex, grad: GradContext, node: cst.CSTNode) -> tuple:
+    classes = []
+    owner = index.enclosing(node, cst.ClassDef)
+    while owner is not None:
+        classes.append((class_path(index, owner), grad.is_module_class(owner)))
+        owner = index.enclosing(owner, cst.ClassDef)
+    return tuple(classes)
+
+
 def uses_in(index: ModuleIndex, path: str, name: str) -> tuple[Use, ...]:
     """The summary: every use of `name` (as `name` or `<expr>.name`) in one module's tree."""
     grad = GradContext(index, path)
@@ -45,18 +74,13 @@ def uses_in(index: ModuleIndex, path: str, name: str) -> tuple[Use, ...]:
         if type(node) is cst.Name and not _is_use(index, node):
             continue
         outer = module_level_function(index, node)
-        classes = []
-        owner = index.enclosing(node, cst.ClassDef)
-        while owner is not None:
-            classes.append((class_path(index, owner), grad.is_module_class(owner)))
-            owner = index.enclosing(owner, cst.ClassDef)
         out.append(
             Use(
                 qualname=index.resolve(node, node),
                 no_grad=bool(grad.no_grad_reason(node)),
                 outer_function=outer.name.value if outer is not None else None,
                 in_bases=_in_bases(index, node),
-                classes=tuple(classes),
+                classes=_classes_around(index, grad, node),
             )
         )
     return tuple(out)
@@ -106,6 +130,11 @@ def _uses_of(module, name: str) -> tuple[Use, ...]:
     return uses_in(module.index, module.source.path.as_posix(), name)
 
 
+@summary_kind("places")
+def _places_of(module, name: str) -> tuple[Place, ...]:
+    return places_in(module.index, module.source.path.as_posix(), name)
+
+
 @summary_kind("call arguments")
 def _call_arguments_of(module, name: str) -> tuple:
     return arguments_of_calls(module.index, name)
@@ -118,11 +147,12 @@ class ProjectUses:
         self.project = project
         self._memo: dict[tuple, bool] = {}
 
-    def references(self, module, name: str) -> list[tuple]:
-        """(module, Use) for each use of `module`'s module-level function or class `name`."""
+    def references(self, module, name: str, kind: str = "uses") -> list[tuple]:
+        """(module, Use) for each use of `module`'s module-level function or class `name` (with
+        `kind` "places": (module, Place), without the gradient context)."""
         out = []
         for other in self.project.modules_mentioning(name):
-            for use in summary(other, "uses", name):
+            for use in summary(other, kind, name):
                 if self._is_definition(other, use.qualname, module, name):
                     out.append((other, use))
         return out
@@ -164,7 +194,7 @@ class ProjectUses:
             return self._memo[key]
         own_path = class_path(module.index, klass)
         built = [
-            (other, use) for other, use in self.references(module, klass.name.value)
+            (other, use) for other, use in self.references(module, klass.name.value, "places")
             if not use.in_bases and not _test_code(self._relative(other))
         ]  # fmt: skip
         result = bool(built)  # never built in the project: could be anyone's block, so unknown

@@ -384,6 +384,7 @@ class RequiresGrad:
         self.uses = uses
         self.module = None
         self._frozen: dict[int, set[str]] = {}  # id(class) -> its frozen attributes
+        self._stores: dict[int, list] | None = None
         if uses is not None:
             self.module = next((m for m in uses.project.modules.values() if m.source is index.source), None)
 
@@ -522,10 +523,14 @@ class RequiresGrad:
         )
 
     def _frozen_attributes(self, klass: cst.ClassDef) -> set[str]:
+        if self._stores is None:  # id(class) -> its assignments and calls (a nested class's are its own)
+            self._stores = {}
+            for node in self.index.nodes_of(cst.Assign, cst.Call):
+                owner = self.index.enclosing(node, cst.ClassDef)
+                if owner is not None:
+                    self._stores.setdefault(id(owner), []).append(node)
         frozen, other, unfrozen = set(), set(), set()
-        for node in self.index.nodes_of(cst.Assign, cst.Call):
-            if self.index.enclosing(node, cst.ClassDef) is not klass:
-                continue  # (memoised per node; a nested class's own stores are its own)
+        for node in self._stores.get(id(klass), ()):
             if isinstance(node, cst.Call):
                 method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
                 first = node.args[0].value if node.args else None
