@@ -654,3 +654,21 @@ def not_a_logger(tags: list[str], trainer):
     trainer.log("tags", list(set(tags)))
 """
     assert lines(lint, source, "TRP602") == {26, 31, 36}
+
+
+def test_trp601_listing_appended_whole_keeps_its_order_inside(lint):
+    # A dataset keeps one listing per concept in a list of lists and later picks by position
+    # inside one: the listing's file-system order still decides the pick. (A set appended
+    # whole is another matter: TRP602 stops there.)
+    source = """from pathlib import Path
+
+class Concepts:
+    def __init__(self, roots):
+        self.images = []
+        for root in roots:
+            self.images.append(list(Path(root).iterdir()))
+
+    def pick(self, concept, i):
+        return self.images[concept][i % len(self.images[concept])]
+"""
+    assert lines(lint, source, "TRP601") == {7}

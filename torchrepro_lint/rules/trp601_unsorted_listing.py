@@ -171,7 +171,7 @@ def upload(root, client):
     def check_module(self, module, context):
         index = module.index
         data = flow(index)
-        order = OrderFlow(index, self._dataset_sink(context, module))
+        order = OrderFlow(index, self._dataset_sink(context, module), sets=False)
         for site in index.calls:
             call = site.node
             name = self._listing(index, data, site.qualname, call)

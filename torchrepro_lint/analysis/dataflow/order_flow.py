@@ -95,10 +95,13 @@ class OrderFlow:
     Dataset constructor, an optimizer); it returns a sink description or None.
     """
 
-    def __init__(self, index: ModuleIndex, extra_sink: Callable | None = None) -> None:
+    def __init__(self, index: ModuleIndex, extra_sink: Callable | None = None, *, sets: bool = True) -> None:
         self.index = index
         self.flow = flow(index)
         self.extra_sink = extra_sink
+        # Following a set (TRP602/603), not a list in file-system order (TRP601): a set appended
+        # to a list as one element keeps no order there, a listing keeps its own inside it.
+        self.sets = sets
         self._active: set[tuple] = set()
 
     def of(self, node: cst.BaseExpression) -> Verdict:
@@ -259,10 +262,11 @@ class OrderFlow:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("extend", "append", "insert"):
             if call.func.attr.value == "insert" and call.args and call.args[0] is arg_node:
                 return self._end(state, SAFE, call)
-            if call.func.attr.value != "extend" and not isinstance(node, cst.Dict):
-                # `out.append(s)` stores the collection as one element: the list's order is
-                # not taken from it, and what becomes of the element we cannot see. (A param
-                # group `{"params": s}` appended to a list of groups is still followed.)
+            if self.sets and call.func.attr.value != "extend" and not isinstance(node, cst.Dict):
+                # `out.append(s)` stores the set as one element: the list's order is not taken
+                # from it, and what becomes of the element we cannot see. (A param group
+                # `{"params": s}` appended to a list of groups is still followed; a listing
+                # appended whole keeps its order inside, and is followed as before.)
                 return self._end(state, UNKNOWN, call)
             return self._into(call.func.value, call, self._step(state, node, materialized=True), depth)
         method = method_name(call)
