@@ -1272,3 +1272,18 @@ def unknown(x: torch.Tensor, index, src: torch.Tensor, mask):
     x.scatter_add_(0, torch.arange(3), src)
 """
     assert rows(lint, source, "TRP401") == {24, 25, 26, 27, 28, 29, 30}
+
+
+def test_deterministic_mode_gate_also_after_an_early_return(lint):
+    # The same gate as the branch form (branch_gates.py): after `if not <mode on>: return ...`
+    # only the deterministic kernels run.
+    source = """import torch
+
+def combine(index, tokens, routed):
+    out = torch.zeros(64, 16, device=tokens.device)
+    if not torch.are_deterministic_algorithms_enabled():
+        return out.scatter_add_(0, routed, tokens)
+    out.index_add_(0, index, tokens)
+    return out
+"""
+    assert rows(lint, source, "TRP401") == {6}

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchrepro_lint.analysis.op_matching.mode_gate import runs_only_in_deterministic_mode
+from torchrepro_lint.analysis.branch_gates import runs_only_in_deterministic_mode
 from torchrepro_lint.rules._ops import (
     EVIDENCE_DECISIONS,
     GRAD_DECISIONS,
@@ -38,8 +38,9 @@ class NondeterministicOp(Rule):
         "construction) unless every program that runs the module enables deterministic mode "
         "(`warn_only=True` counts: the deterministic implementations are used then too); code that "
         "no program reaches is reported. Not reported: the branch that runs only with the mode "
-        "on by the code's own test (`if torch.are_deterministic_algorithms_enabled():`, or the "
-        "`else` of its negation): there the deterministic implementation runs. A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or "
+        "on by the code's own test (`if torch.are_deterministic_algorithms_enabled():`, the "
+        "`else` of its negation, or after `if not ...: return`): there the deterministic "
+        "implementation runs. A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or "
         "`\"-1\"` (a test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does "
         "not count, and code that only such programs reach is not reported. " + EVIDENCE_DECISIONS + " Ops nondeterministic only on "
         "the CPU (`index_put_` / `put_` with `accumulate=True`) need a tensor shown to be on the "

@@ -1,8 +1,8 @@
 """Gradient evidence: where nothing is differentiated, so a backward-only op never runs.
 
 ``GradContext`` says why the code at a node runs without autograd: no_grad / inference_mode
-blocks and decorators, a module's evaluation-only branch (training_gate.py), Datasets, transforms, collate functions, checkpoint-loading code, Lightning
-evaluation steps; and whether a value only reaches uses that autograd cannot go through
+blocks and decorators, a module's evaluation-only branch (branch_gates.py), Datasets,
+transforms, collate functions, checkpoint-loading code, Lightning evaluation steps; and whether a value only reaches uses that autograd cannot go through
 (``> 0.5``, ``.gt_()``, ``.long()``, ``.item()``). ``RequiresGrad`` decides the catalogue's
 ``requires_grad`` condition for a call: the above, plus a module-level function or helper class
 that the project only uses from such code (``project_uses.ProjectUses``), and the data input of a
@@ -20,7 +20,7 @@ from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.op_matching.calls import ApiCall
-from torchrepro_lint.analysis.training_gate import runs_only_in_evaluation
+from torchrepro_lint.analysis.branch_gates import runs_only_in_evaluation
 from torchrepro_lint.project.known_apis import PARAMETER_CLASSES
 
 if TYPE_CHECKING:
