@@ -1,30 +1,22 @@
-"""Gradient evidence: where nothing is differentiated, so a backward-only op never runs.
+"""Gradient evidence in one module: where nothing is differentiated, so a backward-only op never runs.
 
 ``GradContext`` says why the code at a node runs without autograd: no_grad / inference_mode
 blocks and decorators, a module's evaluation-only branch (branch_gates.py), Datasets,
-transforms, collate functions, checkpoint-loading code, Lightning evaluation steps; and whether a value only reaches uses that autograd cannot go through
-(``> 0.5``, ``.gt_()``, ``.long()``, ``.item()``). ``RequiresGrad`` decides the catalogue's
-``requires_grad`` condition for a call: the above, plus a module-level function or helper class
-that the project only uses from such code (``project_uses.ProjectUses``), and the data input of a
-top-level model's ``forward``.
+transforms, collate functions, checkpoint-loading code, Lightning evaluation steps; and whether
+a value only reaches uses that autograd cannot go through (``> 0.5``, ``.gt_()``, ``.long()``,
+``.item()``). requires_grad.py combines it with what the rest of the project shows.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
-from torchrepro_lint.analysis.op_matching.calls import ApiCall
 from torchrepro_lint.analysis.branch_gates import runs_only_in_evaluation
-from torchrepro_lint.project.known_apis import PARAMETER_CLASSES
-
-if TYPE_CHECKING:
-    from torchrepro_lint.analysis.project_uses import ProjectUses
 
 NO_GRAD = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
@@ -50,8 +42,6 @@ TRANSFORM_NAME = re.compile(
     r"Cutout|Mixup|MixUp|CutMix|Perspective|Grayscale|Posterize|Solarize|Equalize"
 )
 DATASET_BASES = ("torch.utils.data.", "torchvision.datasets.", "datasets.")
-# Bases whose subclasses' methods run only when the project calls them (no framework hooks).
-PLAIN_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "builtins.object", "object"})
 NO_GRAD_STEPS = frozenset({"validation_step", "test_step", "predict_step"})
 LIGHTNING = ("lightning.", "pytorch_lightning.")
 # Uses of a tensor that autograd cannot go through (the op's backward then never runs).
@@ -371,222 +361,3 @@ def _list_elements(call: cst.Call) -> list[cst.BaseExpression]:
     if call.args and isinstance(call.args[0].value, (cst.List, cst.Tuple)):
         return [e.value for e in call.args[0].value.elements]
     return []
-
-
-class RequiresGrad:
-    """The catalogue's ``requires_grad`` condition at a call: false where ``GradContext`` shows no
-    autograd, where the op's result only reaches non-differentiable uses, in a function or helper
-    class that the project only uses from such code, and on a top-level model's data input."""
-
-    def __init__(self, index: ModuleIndex, grad: GradContext, uses: ProjectUses | None) -> None:
-        self.index = index
-        self.grad = grad
-        self.uses = uses
-        self.module = None
-        self._frozen: dict[int, set[str]] = {}  # id(class) -> its frozen attributes
-        self._stores: dict[int, list] | None = None
-        if uses is not None:
-            self.module = next((m for m in uses.project.modules.values() if m.source is index.source), None)
-
-    def holds(self, call: ApiCall) -> bool:
-        node = call.site.node
-        if self.grad.no_grad_reason(node):
-            return False
-        if call.form != "module" and self.grad.result_not_differentiated(node):
-            return False
-        if self._data_inputs(call) or self._frozen_inputs(call):
-            return False
-        outer = module_level_function(self.index, node)
-        if outer is not None and self.uses is not None and self.module is not None:
-            if self.uses.only_without_grad(self.module, outer.name.value):
-                return False
-            if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer.name.value):
-                return False
-        if self._resizing_method_of_loading(node):
-            return False
-        method = self._explicitly_called_method(node)
-        if method is not None and self.uses is not None and self.uses.name_used_only_without_grad(method.name.value):
-            return False
-        helper = self._plain_class(node)
-        if helper is not None and self.uses is not None and self.module is not None:
-            # a helper object (not an nn.Module) that the project only builds and uses in code
-            # without gradients, like a pipeline's tiling helper made in its no_grad `__call__`
-            if self.uses.only_without_grad(self.module, helper.name.value):
-                return False
-        if call.form == "module" and call.instance_calls:
-            if all(self.grad.no_grad_reason(c) for c in call.instance_calls):
-                return False
-        return True
-
-    def _resizing_method_of_loading(self, node: cst.CSTNode) -> bool:
-        """A method named like weight resizing (`_resize_position_embedding`) that the project
-        calls only without gradients (from a `@torch.no_grad()` load_state_dict hook, say), tests
-        aside: it resizes checkpoint tensors (torchtune's CLIP position embeddings)."""
-        method = self.index.enclosing(node, cst.FunctionDef)
-        if method is None or not isinstance(self.index.parents.get(self.index.parents.get(method)), cst.ClassDef):
-            return False  # (a method's parent is its class body, whose parent is the class)
-        name = method.name.value
-        if not WEIGHT_RESIZE_NAME.search(name):
-            return False
-        if self.uses is None or self.module is None:
-            return self._called_only_without_grad(self.index, self.grad, name) is True
-        found = False
-        for other in self.uses.project.modules_mentioning(name):
-            if other is not self.module and self.uses.in_tests(other):
-                continue
-            grad = self.grad if other is self.module else GradContext(other.index, other.source.path.as_posix())
-            answer = self._called_only_without_grad(other.index, grad, name)
-            if answer is False:
-                return False
-            found = found or answer is True
-        return found
-
-    def _explicitly_called_method(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        """The method holding `node`, where only the project's own calls can run it: not a dunder
-        or `forward` (run by `module(x)`), in a class whose bases are nn.Module, `object` or the
-        project's own classes (a Trainer's or LightningModule's methods are hooks a framework
-        calls by name, unseen)."""
-        method = self.index.enclosing(node, cst.FunctionDef)
-        klass = self.index.parents.get(self.index.parents.get(method)) if method is not None else None
-        if not isinstance(klass, cst.ClassDef) or method.name.value.startswith("__") or method.name.value == "forward":
-            return None  # (a method's parent is its class body, whose parent is the class)
-        if self._framework_class(klass):
-            return None
-        return method
-
-    def _framework_class(self, klass: cst.ClassDef) -> bool:
-        """Some class along `klass`'s bases, through the project's own classes in any module,
-        is outside the project and not nn.Module or `object` (or cannot be told)."""
-        project = self.uses.project if self.uses is not None else None
-        if project is None or self.module is None or self.index.enclosing(klass, cst.ClassDef, cst.FunctionDef):
-            return self.grad._derives(klass, lambda q: q not in PLAIN_BASES and not q.startswith(LOCAL))
-        symbol = project.resolve(LOCAL + klass.name.value, self.module)
-        if symbol is None or symbol.klass is None:
-            return True
-        for current in project.lineage(symbol):
-            for base in current.klass.bases:
-                if project.resolve(base, current.module) is None and project.external_name(base, current.module) not in PLAIN_BASES:
-                    return True
-        return False
-
-    @staticmethod
-    def _called_only_without_grad(index: ModuleIndex, grad: GradContext, name: str) -> bool | None:
-        """Whether every `<x>.name(...)` call in the module runs without gradients; None if none."""
-        calls = [c.node for c in index.calls if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == name]
-        if not calls:
-            return None
-        return all(grad.no_grad_reason(call) for call in calls)
-
-    def _plain_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
-        """The module-level class whose method holds `node`, when it is not an nn.Module (or
-        Lightning) class: no base class at all, or none that makes it one."""
-        klass = self.index.enclosing(node, cst.ClassDef)
-        if klass is None or not isinstance(self.index.parents.get(klass), cst.Module):
-            return None
-        no_bases = all(isinstance(b.value, cst.Name) and b.value.value == "object" for b in klass.bases)
-        return klass if no_bases or not self.grad.is_module_class(klass) else None  # `forward` alone does not make a module
-
-    @staticmethod
-    def _parameter_value(fl, name: cst.Name) -> cst.Param | None:
-        """The parameter whose value `name` still holds where it stands: nothing rebinds it
-        before (`image = F.interpolate(image, ...)` reads the argument), nor in a loop around it."""
-        owner = fl.owner(name)
-        if not isinstance(owner, (cst.FunctionDef, cst.Lambda)):
-            return None
-        binds = [statement for statement, _ in fl.bindings(name.value, owner)]
-        params = [b for b in binds if isinstance(b, cst.Param)]
-        others = [b for b in binds if not isinstance(b, cst.Param)]
-        if not params:
-            return None
-        here = fl.pos(name)
-        if any(fl.pos(b) < here and not fl.inside(name, b) for b in others):
-            return None
-        loops = [a for a in fl.index.ancestors(name) if isinstance(a, (cst.For, cst.While)) and fl.inside(a, owner)]
-        if any(fl.inside(b, loop) for loop in loops for b in others):
-            return None  # (a later rebinding reaches it on the loop's next turn)
-        return params[0]
-
-    def _frozen_inputs(self, call: ApiCall) -> bool:
-        """Every input is an attribute of `self` that its class holds frozen: a buffer
-        (`register_buffer`, `nn.Buffer`) or an `nn.Parameter(..., requires_grad=False)` that
-        nothing in the class unfreezes (a fixed sin-cos position table resized to the input)."""
-        inputs = call.inputs()
-        klass = self.index.enclosing(call.site.node, cst.ClassDef)
-        if not inputs or klass is None:
-            return False
-        frozen = self._frozen.get(id(klass))
-        if frozen is None:
-            frozen = self._frozen[id(klass)] = self._frozen_attributes(klass)
-        return all(
-            isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self" and e.attr.value in frozen
-            for e in inputs
-        )
-
-    def _frozen_attributes(self, klass: cst.ClassDef) -> set[str]:
-        if self._stores is None:  # id(class) -> its assignments and calls (a nested class's are its own)
-            self._stores = {}
-            for node in self.index.nodes_of(cst.Assign, cst.Call):
-                owner = self.index.enclosing(node, cst.ClassDef)
-                if owner is not None:
-                    self._stores.setdefault(id(owner), []).append(node)
-        frozen, other, unfrozen = set(), set(), set()
-        for node in self._stores.get(id(klass), ()):
-            if isinstance(node, cst.Call):
-                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
-                first = node.args[0].value if node.args else None
-                if method == "register_buffer" and isinstance(first, cst.SimpleString):
-                    frozen.add(first.value.strip("\"'"))
-                elif method == "requires_grad_" and isinstance(node.func.value, cst.Attribute):
-                    if not (node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False"):
-                        unfrozen.add(node.func.value.attr.value)
-                continue
-            for target in node.targets:
-                t = target.target
-                if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and isinstance(t.value, cst.Attribute):
-                    if not (isinstance(node.value, cst.Name) and node.value.value == "False"):
-                        unfrozen.add(t.value.attr.value)
-                if not (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"):
-                    continue
-                (frozen if self._frozen_value(node.value) else other).add(t.attr.value)
-        return frozen - other - unfrozen
-
-    def _frozen_value(self, value: cst.BaseExpression) -> bool:
-        if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
-            return False
-        q = self.index.resolve(value.func, value)
-        if q == "torch.nn.Buffer":
-            return True
-        if q not in PARAMETER_CLASSES:
-            return False
-        flag = next((a.value for a in value.args if a.keyword is not None and a.keyword.value == "requires_grad"), None)
-        if flag is None and len(value.args) > 1 and value.args[1].keyword is None:
-            flag = value.args[1].value
-        return isinstance(flag, cst.Name) and flag.value == "False"
-
-    def _data_inputs(self, call: ApiCall) -> bool:
-        """The op's input is an argument of `forward` of a top-level model (one that no nn.Module
-        class of the project builds): data, which does not require gradients."""
-        if self.uses is None or self.module is None:
-            return False
-        inputs = call.inputs()
-        return bool(inputs) and all(self._model_input(e) for e in inputs)
-
-    def _model_input(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Name):
-            expr = expr.value  # `batch["image"]`: an entry of the batch the model is given
-        if not isinstance(expr, cst.Name):
-            return False
-        fl = flow(self.index)
-        param = self._parameter_value(fl, expr)
-        if param is None:
-            return False
-        function = fl.owner(expr)
-        if not isinstance(function, cst.FunctionDef) or function.name.value != "forward":
-            return False
-        klass = self.index.enclosing(function, cst.ClassDef)
-        if klass is None or self.index.parents.get(self.index.parents.get(function)) is not klass:
-            return False
-        positional = [*function.params.posonly_params, *function.params.params]
-        if not positional or positional[0] is param or not self.grad.is_module_class(klass):
-            return False
-        return isinstance(self.index.parents.get(klass), cst.Module) and self.uses.top_level_model(self.module, klass)

@@ -18,7 +18,7 @@ condition of the entry and of the record is *known* to hold here:
   ``input_layout``, ``target_kind`` (class indices unless the target is shown to be floating).
   For a module, the input is the first argument of the calls of the instance that this module
   shows (``self.loss(out, y)`` for ``self.loss = nn.CrossEntropyLoss()``);
-- ``requires_grad`` (backward-only entries, ``gradients.RequiresGrad``): false where nothing is
+- ``requires_grad`` (backward-only entries, ``requires_grad.RequiresGrad``): false where nothing is
   differentiated (``GradContext.no_grad_reason``: no_grad / inference_mode blocks and
   decorators, Datasets, transforms, collate functions, checkpoint-loading code, Lightning
   evaluation steps), where the op's result only reaches non-differentiable uses (``> 0.5``,
@@ -54,7 +54,8 @@ from torchrepro_lint.analysis import tensor_evidence as te
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.op_matching.calls import TENSOR_METHOD, ApiCall, as_api
 from torchrepro_lint.analysis.op_matching.dispatch import selecting_branch
-from torchrepro_lint.analysis.op_matching.gradients import GradContext, RequiresGrad
+from torchrepro_lint.analysis.op_matching.gradients import GradContext
+from torchrepro_lint.analysis.op_matching.requires_grad import RequiresGrad
 from torchrepro_lint.analysis.op_matching.distinct_indices import DistinctIndices
 from torchrepro_lint.analysis.op_matching.order_independent import DUPLICATE_INDEX_ENTRIES, EXACT_SUM_ENTRIES, OrderIndependence
 from torchrepro_lint.analysis.op_matching.values import ABSENT, UNKNOWN, Values, argument, display_length, passes
