@@ -344,3 +344,22 @@ def test_missing_files_are_witnessed_by_the_deepest_existing_directory_above_the
     before = witnesses[f"directory:{tmp_path / 'a' / 'b'}"]
     (tmp_path / "a" / "b" / "c").mkdir()  # on the way to y.py: the witness of both changes
     assert missing_files_witnesses(missing)[f"directory:{tmp_path / 'a' / 'b'}"] != before
+
+
+def test_an_edited_source_of_the_linter_gets_a_fresh_cache_namespace(tmp_path):
+    # A contributor edits a rule in a checkout (an editable install): the cache, keyed by the
+    # version alone, would replay the old rule's findings. An installed package is not looked at.
+    from torchrepro_lint.pipeline.cache import sources_fingerprint
+
+    package = tmp_path / "checkout" / "torchrepro_lint"
+    (package / "rules").mkdir(parents=True)
+    rule = package / "rules" / "trp999.py"
+    rule.write_text("CODE = 'TRP999'\n")
+    before = sources_fingerprint(package)
+    rule.write_text("CODE = 'TRP999'  # edited\n")
+    sources_fingerprint.cache_clear()  # (the next run is a new process: a running one keeps the code it loaded)
+    assert sources_fingerprint(package) not in ("", before)
+    installed = tmp_path / "lib" / "site-packages" / "torchrepro_lint"
+    installed.mkdir(parents=True)
+    (installed / "cli.py").write_text("x = 1\n")
+    assert sources_fingerprint(installed) == ""

@@ -20,6 +20,7 @@ that is not ours is neither read nor written.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import os
@@ -91,12 +92,31 @@ def config_fingerprint(config) -> str:
     return digest(canonical(dataclasses.replace(config, fail_on="")))
 
 
+@functools.lru_cache(maxsize=None)
+def sources_fingerprint(package: Path | None = None) -> str:
+    """The linter's own source files (path, size, mtime) when it runs from a checkout (an
+    editable install): a contributor who edits a rule gets fresh results instead of the cache's,
+    which keys on the version alone. "" for an installed package (`site-packages`), whose code is
+    its version's: no file is looked at there."""
+    package = package or Path(__file__).resolve().parents[1]
+    if "site-packages" in package.parts or "dist-packages" in package.parts:
+        return ""
+    stats = []
+    for path in sorted([*package.rglob("*.py"), *package.rglob("*.toml")]):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        stats.append((path.relative_to(package).as_posix(), info.st_size, info.st_mtime_ns))
+    return digest(stats)
+
+
 class Cache:
     """One cache directory, for one tool version and one effective configuration."""
 
     def __init__(self, directory: Path, configuration: str, warn) -> None:
         self.directory = directory
-        self.namespace = directory / f"v{FORMAT}" / digest(__version__, sys.version_info[:2], configuration)[:20]
+        self.namespace = directory / f"v{FORMAT}" / digest(__version__, sys.version_info[:2], configuration, sources_fingerprint())[:20]
         self._warn = warn
         self._warned = False
         self.usable = self._claim()
