@@ -176,13 +176,18 @@ class ProjectUses:
             return False
         return self.only_without_grad(other, use.outer_function, depth + 1)
 
-    def name_used_only_without_grad(self, name: str) -> bool:
+    def name_used_only_without_grad(self, name: str, module=None) -> bool:
         """Every use of `name` in the project (`<expr>.name` or a bare `name`) runs without
         gradients: a method the project calls only from no-grad code. Matched by name alone, so
-        a same-named method used with gradients anywhere keeps the answer False."""
-        key = ("name", name)
+        a same-named method used with gradients anywhere keeps the answer False. With `module`
+        (the method's own), other modules' tests are left aside."""
+        key = ("name", name, module.path if module is not None else None)
         if key not in self._memo:
-            uses = [use for other in self.project.modules_mentioning(name) for use in summary(other, "uses", name)]
+            uses = [
+                use for other in self.project.modules_mentioning(name)
+                if module is None or other is module or not self.in_tests(other)
+                for use in summary(other, "uses", name)
+            ]  # fmt: skip
             self._memo[key] = bool(uses) and all(use.no_grad for use in uses)
         return self._memo[key]
 

@@ -55,10 +55,8 @@ class RequiresGrad:
                 return False
             if WEIGHT_RESIZE_NAME.search(outer.name.value) and not self.uses.references(self.module, outer.name.value):
                 return False
-        if self._resizing_method_of_loading(node):
-            return False
-        method = self._explicitly_called_method(node)
-        if method is not None and self.uses is not None and self.uses.name_used_only_without_grad(method.name.value):
+        method = self._method_holding(node)
+        if method is not None and self.uses is not None and self._only_called_without_grad(method):
             return False
         helper = self._plain_class(node)
         if helper is not None and self.uses is not None and self.module is not None:
@@ -71,41 +69,25 @@ class RequiresGrad:
                 return False
         return True
 
-    def _resizing_method_of_loading(self, node: cst.CSTNode) -> bool:
-        """A method named like weight resizing (`_resize_position_embedding`) that the project
-        calls only without gradients (from a `@torch.no_grad()` load_state_dict hook, say), tests
-        aside: it resizes checkpoint tensors (torchtune's CLIP position embeddings)."""
+    def _method_holding(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         method = self.index.enclosing(node, cst.FunctionDef)
         if method is None or not isinstance(self.index.parents.get(self.index.parents.get(method)), cst.ClassDef):
-            return False  # (a method's parent is its class body, whose parent is the class)
-        name = method.name.value
-        if not WEIGHT_RESIZE_NAME.search(name):
-            return False
-        if self.uses is None or self.module is None:
-            return self._called_only_without_grad(self.index, self.grad, name) is True
-        found = False
-        for other in self.uses.project.modules_mentioning(name):
-            if other is not self.module and self.uses.in_tests(other):
-                continue
-            grad = self.grad if other is self.module else GradContext(other.index, other.source.path.as_posix())
-            answer = self._called_only_without_grad(other.index, grad, name)
-            if answer is False:
-                return False
-            found = found or answer is True
-        return found
-
-    def _explicitly_called_method(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        """The method holding `node`, where only the project's own calls can run it: not a dunder
-        or `forward` (run by `module(x)`), in a class whose bases are nn.Module, `object` or the
-        project's own classes (a Trainer's or LightningModule's methods are hooks a framework
-        calls by name, unseen)."""
-        method = self.index.enclosing(node, cst.FunctionDef)
-        klass = self.index.parents.get(self.index.parents.get(method)) if method is not None else None
-        if not isinstance(klass, cst.ClassDef) or method.name.value.startswith("__") or method.name.value == "forward":
             return None  # (a method's parent is its class body, whose parent is the class)
-        if self._framework_class(klass):
-            return None
         return method
+
+    def _only_called_without_grad(self, method: cst.FunctionDef) -> bool:
+        """Every use of the method's name in the project runs without gradients, where only the
+        project's calls can run it: not a dunder or `forward` (run by `module(x)`), in a class
+        whose bases are nn.Module, `object` or the project's own classes (a Trainer's or
+        LightningModule's methods are hooks a framework calls by name, unseen). A method named
+        like weight resizing (`_resize_position_embedding`, run from a `@torch.no_grad()`
+        load_state_dict hook: torchtune's CLIP) counts in any class, other modules' tests aside."""
+        name = method.name.value
+        if WEIGHT_RESIZE_NAME.search(name):
+            return self.uses.name_used_only_without_grad(name, self.module)
+        if name.startswith("__") or name == "forward" or self._framework_class(self.index.parents.get(self.index.parents.get(method))):
+            return False
+        return self.uses.name_used_only_without_grad(name)
 
     def _framework_class(self, klass: cst.ClassDef) -> bool:
         """Some class along `klass`'s bases, through the project's own classes in any module,
@@ -121,14 +103,6 @@ class RequiresGrad:
                 if project.resolve(base, current.module) is None and project.external_name(base, current.module) not in PLAIN_BASES:
                     return True
         return False
-
-    @staticmethod
-    def _called_only_without_grad(index: ModuleIndex, grad: GradContext, name: str) -> bool | None:
-        """Whether every `<x>.name(...)` call in the module runs without gradients; None if none."""
-        calls = [c.node for c in index.calls if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == name]
-        if not calls:
-            return None
-        return all(grad.no_grad_reason(call) for call in calls)
 
     def _plain_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The module-level class whose method holds `node`, when it is not an nn.Module (or
