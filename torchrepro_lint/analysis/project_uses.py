@@ -49,12 +49,12 @@ class Place:
 def places_in(index: ModuleIndex, path: str, name: str) -> tuple[Place, ...]:
     """The summary: where `name` (as `name` or `<expr>.name`) is loaded in one module's tree."""
     grad = GradContext(index, path)
-    out = []
-    for node in named(index, name):
-        if type(node) is cst.Name and not _is_use(index, node):
-            continue
-        out.append(Place(index.resolve(node, node), _in_bases(index, node), _classes_around(index, grad, node)))
-    return tuple(out)
+    return tuple(Place(index.resolve(n, n), _in_bases(index, n), _classes_around(index, grad, n)) for n in _loads(index, name))
+
+
+def _loads(index: ModuleIndex, name: str):
+    """The loads of `name` (`name` or `<expr>.name`) that are uses, in source order."""
+    return (node for node in named(index, name) if type(node) is not cst.Name or _is_use(index, node))
 
 
 def _classes_around(index: ModuleIndex, grad: GradContext, node: cst.CSTNode) -> tuple:
@@ -70,9 +70,7 @@ def uses_in(index: ModuleIndex, path: str, name: str) -> tuple[Use, ...]:
     """The summary: every use of `name` (as `name` or `<expr>.name`) in one module's tree."""
     grad = GradContext(index, path)
     out = []
-    for node in named(index, name):
-        if type(node) is cst.Name and not _is_use(index, node):
-            continue
+    for node in _loads(index, name):
         outer = module_level_function(index, node)
         out.append(
             Use(
