@@ -15,6 +15,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.syntax import self_attribute, string_value
 from torchrepro_lint.analysis.op_matching.calls import ApiCall
 from torchrepro_lint.analysis.op_matching.gradients import WEIGHT_RESIZE_NAME, GradContext, module_level_function
 from torchrepro_lint.project.known_apis import PARAMETER_CLASSES
@@ -36,8 +37,7 @@ class RequiresGrad:
         self.grad = grad
         self.uses = uses
         self.module = None
-        self._frozen: dict[int, set[str]] = {}  # id(class) -> its frozen attributes
-        self._stores: dict[int, list] | None = None
+        self._frozen: dict[tuple, bool] = {}  # (id(class), attribute) -> held frozen
         if uses is not None:
             self.module = next((m for m in uses.project.modules.values() if m.source is index.source), None)
 
@@ -139,43 +139,43 @@ class RequiresGrad:
         nothing in the class unfreezes (a fixed sin-cos position table resized to the input)."""
         inputs = call.inputs()
         klass = self.index.enclosing(call.site.node, cst.ClassDef)
-        if not inputs or klass is None:
-            return False
-        frozen = self._frozen.get(id(klass))
-        if frozen is None:
-            frozen = self._frozen[id(klass)] = self._frozen_attributes(klass)
-        return all(
-            isinstance(e, cst.Attribute) and isinstance(e.value, cst.Name) and e.value.value == "self" and e.attr.value in frozen
-            for e in inputs
+        return bool(inputs) and klass is not None and all(
+            (attr := self_attribute(e)) is not None and self._frozen_attribute(klass, attr) for e in inputs
         )
 
-    def _frozen_attributes(self, klass: cst.ClassDef) -> set[str]:
-        if self._stores is None:  # id(class) -> its assignments and calls (a nested class's are its own)
-            self._stores = {}
-            for node in self.index.nodes_of(cst.Assign, cst.Call):
-                owner = self.index.enclosing(node, cst.ClassDef)
-                if owner is not None:
-                    self._stores.setdefault(id(owner), []).append(node)
-        frozen, other, unfrozen = set(), set(), set()
-        for node in self._stores.get(id(klass), ()):
-            if isinstance(node, cst.Call):
-                method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
-                first = node.args[0].value if node.args else None
-                if method == "register_buffer" and isinstance(first, cst.SimpleString):
-                    frozen.add(first.value.strip("\"'"))
-                elif method == "requires_grad_" and isinstance(node.func.value, cst.Attribute):
-                    if not (node.args and isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "False"):
-                        unfrozen.add(node.func.value.attr.value)
-                continue
-            for target in node.targets:
-                t = target.target
-                if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and isinstance(t.value, cst.Attribute):
-                    if not (isinstance(node.value, cst.Name) and node.value.value == "False"):
-                        unfrozen.add(t.value.attr.value)
-                if not (isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self"):
+    def _frozen_attribute(self, klass: cst.ClassDef, attr: str) -> bool:
+        key = (id(klass), attr)
+        if key not in self._frozen:
+            fl = flow(self.index)
+            values = fl.self_attr_values(klass, attr)  # (None: a store without a plain value)
+            registered = any(
+                isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value == "register_buffer"
+                and site.node.args and string_value(site.node.args[0].value) == attr
+                and fl.enclosing_class(site.node) is klass
+                for site in self.index.calls
+            )  # fmt: skip
+            frozen = values is not None and (registered or bool(values)) and all(self._frozen_value(v) for v in values)
+            self._frozen[key] = frozen and not self._unfrozen(fl, klass, attr)
+        return self._frozen[key]
+
+    @staticmethod
+    def _unfrozen(fl, klass: cst.ClassDef, attr: str) -> bool:
+        """`self.<attr>.requires_grad = <not False>` or `self.<attr>.requires_grad_(<not False>)` in the class."""
+        for name in ("requires_grad", "requires_grad_"):
+            for node in fl.attribute_names.get(name, ()):
+                if self_attribute(node.value) != attr or fl.enclosing_class(node) is not klass:
                     continue
-                (frozen if self._frozen_value(node.value) else other).add(t.attr.value)
-        return frozen - other - unfrozen
+                holder = fl.parents.get(node)
+                if isinstance(holder, cst.Call) and holder.func is node:
+                    value = holder.args[0].value if holder.args else None
+                else:
+                    statement = fl.parents.get(holder) if isinstance(holder, cst.AssignTarget) else None
+                    if statement is None:
+                        continue  # a read
+                    value = statement.value
+                if not (isinstance(value, cst.Name) and value.value == "False"):
+                    return True
+        return False
 
     def _frozen_value(self, value: cst.BaseExpression) -> bool:
         if not isinstance(value, cst.Call) or not isinstance(value.func, (cst.Name, cst.Attribute)):
