@@ -54,6 +54,28 @@ def train(model, loader, epochs):
     return model
 
 
+def load(path):
+    try:
+        state = torch.load(path)
+        state = state or {}
+        # the whole checkpoint
+    except FileNotFoundError:
+        state = None
+    else:
+        print("loaded")
+    finally:
+        print("done")
+    if state:
+        model = Net(4)
+        model.load_state_dict(state)
+    # an older checkpoint
+    elif path:
+        model = None
+    else:
+        model = Net(2)
+    return model
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     train(Net(4), make_loader([]), 3)
@@ -99,6 +121,28 @@ def test_an_edit_inside_a_loop_keeps_every_other_statement_object():
     assert new_function[0] is old_function[0]  # the optimiser line is kept
     old_loop, new_loop = old_function[1].body.body[0].body.body, new_function[1].body.body[0].body.body
     assert new_loop[0] is old_loop[0]  # in the inner loop, only the statements around the edit
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("        model = Net(4)\n", "        model = Net(8)\n        model.eval()\n"),
+        ("        state = torch.load(path)\n", "        state = torch.load(path, weights_only=True)\n"),
+    ],
+)
+def test_an_edit_in_a_body_followed_by_other_clauses_parses_only_that_body(old, new):
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    got = _check(previous, SCRIPT.replace(old, new))
+    assert got is not None
+    find = lambda module: next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "load")
+    old_load, new_load = find(previous.module).body.body, find(got.module).body.body
+    # the `try` or the `if` holds the edit: the clauses after its body are kept, and the
+    # statement after the edited one in its body
+    changed = [(a, b) for a, b in zip(old_load, new_load) if a is not b]
+    assert len(changed) == 1
+    old_statement, new_statement = changed[0]
+    assert new_statement.orelse is old_statement.orelse
+    assert new_statement.body.body[-1] is old_statement.body.body[-1]
 
 
 def test_an_edit_at_the_end_of_the_first_class_parses_the_whole_text():

@@ -30,10 +30,9 @@ import libcst as cst
 
 from torchrepro_lint.pipeline.source import parse_unvalidated, physical_lines
 
-# Statements whose body the edit may be looked for in: nothing follows their body (loops
-# and `if`s only without an `else`).
-_DESCEND = (cst.FunctionDef, cst.ClassDef, cst.With)
-_DESCEND_WITHOUT_ELSE = (cst.For, cst.While, cst.If)
+# Statements whose body the edit may be looked for in. Clauses may follow the body (`else`,
+# `except`, `finally`): their lines, counted, place the body's end.
+_DESCEND = (cst.FunctionDef, cst.ClassDef, cst.With, cst.For, cst.While, cst.If, cst.Try, cst.TryStar)
 
 
 @dataclass
@@ -149,13 +148,11 @@ class _Reparse:
             return None
         statement = level.block.body[index]
         block = getattr(statement, "body", None)
-        descends = isinstance(statement, _DESCEND) or (
-            isinstance(statement, _DESCEND_WITHOUT_ELSE) and statement.orelse is None
-        )
-        if not descends or not isinstance(block, cst.IndentedBlock) or not block.body:
+        if not isinstance(statement, _DESCEND) or not isinstance(block, cst.IndentedBlock) or not block.body:
             return None
         counts = self.previous.counts(block)
-        body_start = starts[index + 1] - len(block.footer) - sum(counts)
+        after = sum(_lines(self.module.code_for_node(clause)) for clause in _clauses_after_body(statement))
+        body_start = starts[index + 1] - after - len(block.footer) - sum(counts)
         body_end = body_start + sum(counts)
         if not (body_start <= self.same_start < body_end and self.changed_end <= body_end):
             return None  # the edit touches the statement's own lines or its block's footer
@@ -255,6 +252,17 @@ class _Reparse:
         if len(line_counts) > 256:  # blocks of trees long gone: keep only this tree's chain
             line_counts = {key: value for key, value in line_counts.items() if key not in self.previous.line_counts}
         return ParsedText(self.text, node, line_counts)
+
+
+def _clauses_after_body(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """What follows a compound statement's body: its `except` clauses, `else` (or `elif`) and
+    `finally`, each starting on a line of its own (with the comments before it)."""
+    clauses = list(getattr(statement, "handlers", ()))
+    for name in ("orelse", "finalbody"):
+        clause = getattr(statement, name, None)
+        if clause is not None:
+            clauses.append(clause)
+    return clauses
 
 
 def _statement_at(starts: list[int], line: int) -> int:
