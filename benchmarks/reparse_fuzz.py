@@ -10,6 +10,10 @@ With --compile, also check server/recompile.py: for every edited text, compiling
 statements the edit touched must give CPython's verdict on the whole text, and the same first
 line for every top-level statement.
 
+With --index, also check analysis/walk_reuse.py: the index of each reparsed text, built by
+taking the previous text's walk for every statement the edit did not touch, must be the index a
+whole walk gives.
+
 With --ir, also check analysis/same_code.py: wherever it finds the edit left the code the same
 (comments and blank lines between statements), the previous text's IR and its nodes' new
 counterparts must be what lowering the new text gives.
@@ -27,6 +31,7 @@ from pathlib import Path
 import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.walk_reuse import index_shape
 from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
@@ -61,6 +66,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ir", action="store_true", help="also check same_code.py's IR reuse")
     parser.add_argument("--compile", action="store_true", help="also check recompile.py")
+    parser.add_argument("--index", action="store_true", help="also check walk_reuse.py")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     files = sorted(args.directory.rglob("*.py"))
@@ -70,6 +76,8 @@ def main() -> int:
         counts.update({"same code": 0, "other code": 0, "IR different": 0})
     if args.compile:
         counts.update({"compiled in part": 0, "compile different": 0})
+    if args.index:
+        counts.update({"statements taken": 0, "index different": 0})
     for path in files[: args.files]:
         try:
             text = path.read_text(encoding="utf-8")
@@ -105,11 +113,43 @@ def main() -> int:
                 counts["different"] += 1
                 print(f"DIFFERENT: {path}", file=sys.stderr)
                 got = ParsedText(new_text, whole)
+            elif args.index and not _same_index(path, previous, got, counts):
+                print(f"INDEX DIFFERENT: {path}", file=sys.stderr)
             if args.ir and not _same_ir(path, previous, got, counts):
                 print(f"IR DIFFERENT: {path}", file=sys.stderr)
             previous = got
     print(", ".join(f"{key} {value}" for key, value in counts.items()))
-    return 1 if counts["different"] or counts.get("IR different") or counts.get("compile different") else 0
+    different = ("different", "IR different", "compile different", "index different")
+    return 1 if any(counts.get(key) for key in different) else 0
+
+
+class _Edited(SourceFile):
+    """A text whose tree shares statements with `before`'s (as the language server's buffers)."""
+
+    keeps_walk = True
+
+    def __init__(self, path: Path, parsed: ParsedText, before: ParsedText | None) -> None:
+        super().__init__(path, parsed.text)
+        self.__dict__["module"] = parsed.module
+        self.parsed, self.before = parsed, before
+
+    def walk_before(self):
+        return self.before.walk if self.before is not None else None
+
+    def keep_walk(self, walk) -> None:
+        self.parsed.walk = walk
+
+
+def _same_index(path: Path, previous: ParsedText, got: ParsedText, counts: dict) -> bool:
+    if previous.walk is None:  # (the file's first text: walked whole, and recorded)
+        ModuleIndex(_Edited(path, previous, None), "pkg")
+    taken = ModuleIndex(_Edited(path, got, previous), "pkg")
+    counts["statements taken"] += got.walk.taken
+    whole = SourceFile(path, got.text)
+    whole.__dict__["module"] = got.module
+    same = index_shape(taken) == index_shape(ModuleIndex(whole, "pkg"))
+    counts["index different"] += not same
+    return same
 
 
 def _check_compile(path: Path, previous, text: str, counts: dict):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchrepro_lint.analysis.names import LOCAL, SHADOWED, NameResolver, Scope, dotted
+from torchrepro_lint.analysis.walk_reuse import END, TakenTwice, Walk
 from torchrepro_lint.pipeline.source import SourceFile
 
 Statement = cst.CSTNode  # a small statement (Expr, Assign, ...) or a compound statement
@@ -41,6 +42,19 @@ class ModuleIndex:
         self.source = source
         self.module = source.module
         self.package = package  # dotted package containing this module, for relative imports
+        # The language server's edited buffers: the statements an edit did not touch are the
+        # same objects as in the previous text's tree, and what the previous walk recorded of
+        # them is taken again instead of walking them (walk_reuse.py).
+        before = source.walk_before()
+        if before is not None and before.package != package:
+            before = None
+        try:
+            self._build(before)
+        except TakenTwice:
+            self._build(None)
+
+    def _build(self, before: Walk | None) -> None:
+        source, package = self.source, self.package
         self.scope = Scope("module", None, "")
         self.resolver = NameResolver(self.scope)
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -63,7 +77,11 @@ class ModuleIndex:
         # What other analyses compute from this index (dataflow.core's Flow, the op matches), kept
         # here so it dies with the index: a global cache keyed by index kept every tree alive.
         self.derived: dict[str, object] = {}
-        _IndexBuilder(self).walk(self.module)
+        walk = Walk(package) if source.keeps_walk else None
+        _IndexBuilder(self, walk, before).walk(self.module)
+        if walk is not None:
+            walk.finish(self)
+            source.keep_walk(walk)
         for site in self.calls:
             site.qualname = self.resolver.resolve(site.node.func, site.scope)
             self.calls_by_statement.setdefault(site.statement, []).append(site)
@@ -254,8 +272,15 @@ class _IndexBuilder:
     again; typed work is dispatched on the node's exact class (LibCST's concrete node classes
     have no subclasses, and isinstance against their ABC bases is slow)."""
 
-    def __init__(self, index: ModuleIndex) -> None:
+    def __init__(self, index: ModuleIndex, walk: Walk | None = None, before: Walk | None = None) -> None:
         self.index = index
+        self.record = walk  # what this walk records of each statement, for the next text's
+        self.before = before  # the previous text's record, whose statements are taken again
+
+    def bind(self, scope: Scope, name: str, value: object, is_import: bool = False) -> None:
+        scope.bind(name, value, is_import=is_import)
+        if self.record is not None:
+            self.record.binds.append((scope, name, value, is_import))
 
     def _handlers(self) -> dict:
         # Built per walk, not kept on the builder: bound methods held by the builder would make
@@ -284,7 +309,11 @@ class _IndexBuilder:
         handlers = self._handlers()
         value_kind = _VALUE_KIND
         call_type = cst.Call
-        # Per class met in this walk: (code fields, binding handler, is a statement, its nodes).
+        record, before = self.record, self.before
+        if before is not None:
+            before.open()
+        # Per class met in this walk: (code fields, binding handler, is a statement, its nodes,
+        # is a statement of a block: the unit a record keeps).
         kinds: dict[type, tuple] = {}
         # (node, parent, scope, statement); (call, _LEAVE, scope, statement) records the call
         # once its arguments are done (calls are listed innermost first, as they run).
@@ -296,14 +325,24 @@ class _IndexBuilder:
             if parent is _LEAVE:
                 calls.append(CallSite(node, None, scope, statement))
                 continue
+            if parent is END:
+                scope.end = record.lengths(index)  # (`scope` holds the statement's record here)
+                continue
             kind = type(node)
             info = kinds.get(kind)
             if info is None:
                 bucket = by_type.get(kind)
                 if bucket is None:
                     bucket = by_type[kind] = []
-                info = kinds[kind] = (_child_fields(kind), handlers.get(kind), issubclass(kind, _STATEMENT_TYPES), bucket)
-            fields, handler, is_statement, bucket = info
+                info = kinds[kind] = (
+                    _child_fields(kind), handlers.get(kind), issubclass(kind, _STATEMENT_TYPES), bucket, issubclass(kind, cst.BaseStatement)
+                )
+            fields, handler, is_statement, bucket, is_unit = info
+            if is_unit:
+                if before is not None and before.take(node, parent, scope, index, record, pending):
+                    continue
+                if record is not None:
+                    push((node, END, record.start(node, scope, index), None))
             if parent is not None:
                 size = len(parents)
                 parents[node] = parent
@@ -336,33 +375,33 @@ class _IndexBuilder:
     # -- bindings (each handler gets the scope the node is read in; a new scope is returned) --
     def _function(self, node: cst.FunctionDef, scope: Scope) -> Scope:
         path = _join(scope.qualpath, node.name.value)
-        scope.bind(node.name.value, LOCAL + path)
-        self.index.functions.setdefault(path, node)
+        self.bind(scope, node.name.value, LOCAL + path)
+        self._define(self.index.functions, path, node)
         inner = self._push(node, scope, "function", path)
         for param in _params(node.params):
-            inner.bind(param, SHADOWED)
+            self.bind(inner, param, SHADOWED)
         return inner
 
     def _class(self, node: cst.ClassDef, scope: Scope) -> Scope:
         path = _join(scope.qualpath, node.name.value)
-        scope.bind(node.name.value, LOCAL + path)
-        self.index.classes.setdefault(path, node)
+        self.bind(scope, node.name.value, LOCAL + path)
+        self._define(self.index.classes, path, node)
         return self._push(node, scope, "class", path)
 
     def _lambda(self, node: cst.Lambda, scope: Scope) -> Scope:
         inner = self._push(node, scope, "function", _join(scope.qualpath, "<lambda>"))
         for param in _params(node.params):
-            inner.bind(param, SHADOWED)
+            self.bind(inner, param, SHADOWED)
         return inner
 
     def _import(self, node: cst.Import, scope: Scope) -> None:
         for alias in node.names:
             name = dotted(alias.name) or ""
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                scope.bind(alias.asname.name.value, name, is_import=True)
+                self.bind(scope, alias.asname.name.value, name, True)
             else:
                 top = name.split(".")[0]
-                scope.bind(top, top, is_import=True)
+                self.bind(scope, top, top, True)
             self.index.imports.append(ImportRecord(name, (), node, scope))
 
     def _import_from(self, node: cst.ImportFrom, scope: Scope) -> None:
@@ -375,7 +414,7 @@ class _IndexBuilder:
                 local = name
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     local = alias.asname.name.value
-                scope.bind(local, f"{module}.{name}" if module else SHADOWED, is_import=True)
+                self.bind(scope, local, f"{module}.{name}" if module else SHADOWED, True)
         self.index.imports.append(ImportRecord(module, tuple(names), node, scope))
 
     def _assign(self, node: cst.Assign, scope: Scope) -> None:
@@ -400,6 +439,11 @@ class _IndexBuilder:
     def _named_expr(self, node: cst.NamedExpr, scope: Scope) -> None:
         self._bind_target(scope, node.target, None)
 
+    def _define(self, table: dict, path: str, node: cst.CSTNode) -> None:
+        table.setdefault(path, node)  # the first definition of a path is the one kept
+        if self.record is not None:
+            self.record.definitions.append((table is self.index.classes, path, node))
+
     def _push(self, node: cst.CSTNode, outer: Scope, kind: str, path: str) -> Scope:
         scope = Scope(kind, outer, path)
         self.index.scope_of[node] = scope
@@ -409,7 +453,7 @@ class _IndexBuilder:
         if isinstance(target, cst.Name):
             # The value is kept: an alias (`npr = np.random`) is resolved lazily when asked, and
             # rules may look at what a variable was assigned (`device = "cuda" if ... else "cpu"`).
-            scope.bind(target.value, value if value is not None else SHADOWED)
+            self.bind(scope, target.value, value if value is not None else SHADOWED)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._bind_target(scope, element.value, None)

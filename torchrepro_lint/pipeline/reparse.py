@@ -44,6 +44,8 @@ class ParsedText:
     module: cst.Module
     # id(module or IndentedBlock) -> (the node, lines of each of its statements)
     line_counts: dict = field(default_factory=dict, repr=False)
+    # ModuleIndex's record of its walk of this tree, for the next text's (analysis/walk_reuse.py)
+    walk: object = field(default=None, repr=False)
 
     def counts(self, block) -> list[int]:
         found = self.line_counts.get(id(block))

@@ -199,6 +199,17 @@ class SourceFile:
     # Where each top-level statement is (positions.statement_bounds), kept from the first parse
     _statement_bounds: array | None = field(default=None, repr=False)
 
+    # Whether ModuleIndex records its walk of this text's tree for the next text's index to
+    # take from (the language server's edited buffers: analysis/walk_reuse.py)
+    keeps_walk = False
+
+    def walk_before(self):
+        """The walk record of an earlier tree whose untouched statements this tree shares."""
+        return None
+
+    def keep_walk(self, walk) -> None:
+        """Keep this tree's walk record for the next text (where `keeps_walk`)."""
+
     @cached_property
     def resolved_path(self) -> Path:
         """The absolute path with symlinks resolved, which identifies the module."""

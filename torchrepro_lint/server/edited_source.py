@@ -20,6 +20,9 @@ class EditedSource(SourceFile):
 
     previous: ParsedText | None = field(default=None, repr=False)
     parsed: ParsedText | None = field(default=None, repr=False)
+    reparsed_from: ParsedText | None = field(default=None, repr=False)  # whose statements the tree shares
+
+    keeps_walk = True
 
     @cached_property
     def module(self) -> cst.Module:
@@ -28,8 +31,18 @@ class EditedSource(SourceFile):
         found = reparse(self.previous, self.text) if self.previous is not None else None
         if found is None:
             found = ParsedText(self.text, SourceFile.module.func(self))
+        else:
+            self.reparsed_from = self.previous
         self.parsed = self.previous = found
         return found.module
+
+    def walk_before(self):
+        before = self.reparsed_from
+        return before.walk if before is not None else None
+
+    def keep_walk(self, walk) -> None:
+        if self.parsed is not None:
+            self.parsed.walk = walk
 
     def forget_positions(self) -> None:
         # CPython's tree came from the session, which keeps it for the next edit: forgetting it

@@ -1,0 +1,101 @@
+"""analysis/walk_reuse.py: an edited buffer's index, built by taking the previous walk's record
+of every statement the edit did not touch, is the index a whole walk of the new text gives."""
+
+from __future__ import annotations
+
+import random
+
+import libcst as cst
+import pytest
+
+from test_reparse import SCRIPT, SNIPPETS
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.walk_reuse import index_shape
+from torchrepro_lint.pipeline.reparse import ParsedText
+from torchrepro_lint.pipeline.source import SourceFile, physical_lines
+from torchrepro_lint.server.edited_source import EditedSource
+
+
+def _edited(previous: EditedSource | None, text: str) -> EditedSource:
+    parsed = previous.parsed if previous is not None else None
+    return EditedSource("script.py", text, previous=parsed)
+
+
+def _check(source: EditedSource) -> ModuleIndex:
+    index = ModuleIndex(source, "pkg")
+    fresh = ModuleIndex.__new__(ModuleIndex)  # the same tree, walked whole
+    fresh.source, fresh.module, fresh.package = SourceFile("script.py", source.text), source.module, "pkg"
+    fresh._build(None)
+    assert index_shape(index) == index_shape(fresh)
+    return index
+
+
+def test_an_edit_in_one_function_takes_every_other_statement_from_the_record():
+    first = _edited(None, SCRIPT)
+    ModuleIndex(first, "pkg")
+    text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n            clip(model)\n")
+    second = _edited(first, text)
+    index = _check(second)
+    walk = second.parsed.walk
+    # every statement of the new tree has its record, the edited ones included
+    statements = [node for node in index.parents if isinstance(node, cst.BaseStatement)]
+    assert sorted(map(id, statements)) == sorted(id(r.node) for r in walk.records)
+    assert second.reparsed_from is first.parsed
+    # each statement kept from the previous tree whose block is new was taken whole
+    old = {id(node) for node in ModuleIndex(first, "pkg").parents if isinstance(node, cst.BaseStatement)}
+    kept = [node for node in statements if id(node) in old and id(index.enclosing(node, cst.BaseStatement)) not in old]
+    assert walk.taken == len(kept) > 8
+
+
+def test_a_statement_under_a_renamed_class_is_walked_again():
+    # Reparsing never moves a kept statement to another scope; a tree built by hand can.
+    first = _edited(None, SCRIPT)
+    ModuleIndex(first, "pkg")
+    renamed = first.module.with_changes(
+        body=[s.with_changes(name=cst.Name("Other")) if isinstance(s, cst.ClassDef) else s for s in first.module.body]
+    )
+
+    class Renamed(EditedSource):
+        def walk_before(self):
+            return first.parsed.walk
+
+    source = Renamed("script.py", renamed.code)
+    source.__dict__["module"] = renamed
+    index = _check(source)
+    assert "Other.__init__" in index.functions and "Net.__init__" not in index.functions
+
+
+def test_the_previous_index_is_left_as_it_was():
+    first = _edited(None, SCRIPT)
+    old = ModuleIndex(first, "pkg")
+    before = index_shape(old)
+    second = _edited(first, SCRIPT.replace("import random\n", "import random as rnd\n"))
+    _check(second)
+    assert index_shape(old) == before
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_edits_give_the_index_of_a_whole_walk(seed):
+    rng = random.Random(seed)
+    source = _edited(None, SCRIPT)
+    ModuleIndex(source, "pkg")
+    taken = 0
+    for _ in range(40):
+        lines = physical_lines(source.text)
+        at = rng.randrange(len(lines) + 1)
+        choice = rng.random()
+        if choice < 0.5:
+            lines.insert(at, rng.choice([*SNIPPETS, "    global_name = helper()\n", "import os as random\n", "    def random(): pass\n"]))
+        elif choice < 0.75 and at < len(lines):
+            del lines[at]
+        elif at < len(lines):
+            lines[at] = lines[at].rstrip("\n") + "  # changed\n"
+        text = "".join(lines)
+        try:
+            compile(text, "script.py", "exec")
+        except SyntaxError:
+            continue
+        source = _edited(source, text)
+        _check(source)
+        taken += source.parsed.walk.taken
+    assert taken > 0

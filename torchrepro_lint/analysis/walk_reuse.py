@@ -1,0 +1,162 @@
+"""What ModuleIndex's walk recorded of each statement, taken again for an edited text.
+
+The language server indexes an edited buffer again on every edit. After an incremental reparse
+(pipeline/reparse.py) every statement the edit did not touch is the same node object as in the
+previous text's tree, and what the walk makes of a statement depends only on its own subtree and
+on the scope it is read in: the parents of its nodes, its calls, the bindings it makes in that
+scope, the scopes it opens, the functions and classes it defines under that scope's path, its
+imports. So the walk records, for every statement of a block, where its part of each table
+starts and ends (`Walk`), and the next walk takes a statement it meets again from that record
+instead of walking it (`Walk.take`; with the statements recorded right after it, as one run),
+in the same place of each table. The statement's own
+parent is the new one; the scopes it opens are copies, so the previous index stays as it was.
+"""
+
+from __future__ import annotations
+
+from operator import add, sub
+
+from torchrepro_lint.analysis.names import Scope
+
+END = object()  # marks, on the walk's stack, where a recorded statement's subtree ends
+
+
+class StatementRecord:
+    """Where one statement's part of each table starts and ends (`Walk.lengths` order)."""
+
+    __slots__ = ("node", "scope", "start", "end")
+
+    def __init__(self, node, scope: Scope, start: tuple, end: tuple | None = None) -> None:
+        self.node, self.scope, self.start, self.end = node, scope, start, end
+
+
+class Walk:
+    """One walk's record. Tables: the index's parents, calls, scope_of and imports, and the
+    walk's own log of bindings, definitions and statement records, all in walk order."""
+
+    def __init__(self, package: str | None) -> None:
+        self.package = package
+        self.binds: list[tuple] = []  # (scope, name, value, is_import)
+        self.definitions: list[tuple] = []  # (is a class, path, node): every setdefault tried
+        self.records: list[StatementRecord] = []  # in the order the statements start
+        self.index = None  # the ModuleIndex walked (finish)
+        self.taken = 0  # statements this walk took from the previous one (counted for tests)
+        self._items = self._scopes = self._by_node = None  # made when taken from (open)
+
+    def lengths(self, index) -> tuple:
+        return (
+            len(index.parents), len(index.calls), len(self.binds), len(index.scope_of),
+            len(self.definitions), len(index.imports), len(self.records),
+        )
+
+    def start(self, node, scope: Scope, index) -> StatementRecord:
+        record = StatementRecord(node, scope, self.lengths(index))
+        self.records.append(record)
+        return record
+
+    def finish(self, index) -> None:
+        self.index = index
+
+    # -- taking statements again ------------------------------------------------------------
+    def open(self) -> None:
+        """Ready to be taken from (once per walk that takes from it)."""
+        if self._by_node is None:
+            index = self.index
+            self._items = list(index.parents.items())
+            self._scopes = list(index.scope_of.items())
+            self._by_node = {id(record.node): record for record in self.records if record.end is not None}
+
+    def take(self, node, parent, scope: Scope, index, walk: Walk | None, pending: list) -> bool:
+        """Put `node`'s recorded part of every table into `index` (and its records into `walk`),
+        where it was recorded under a scope of the same kind and path; False where it was not.
+        The siblings after it on the walk's stack (`pending`) that were recorded right after it
+        are taken with it, as one run."""
+        first = self._by_node.get(id(node))
+        if first is None or first.node is not node:
+            return False
+        old_scope = first.scope
+        if old_scope.kind != scope.kind or old_scope.qualpath != scope.qualpath:
+            return False
+        roots, last = [node], first
+        while pending and pending[-1][1] is parent:
+            following = self._by_node.get(id(pending[-1][0]))
+            if following is None or following.node is not pending[-1][0] or following.start != last.end:
+                break
+            roots.append(pending.pop()[0])
+            last = following
+        start, end = first.start, last.end
+        before = walk.lengths(index) if walk is not None else None
+        parents = index.parents
+        size = len(parents)
+        items = self._items[start[0] : end[0]]
+        parents.update(items)
+        if len(parents) != size + len(items):
+            raise TakenTwice  # a node already in the tree: the index is walked again whole
+        for root in roots:
+            parents[root] = parent  # (in place: the key keeps its position)
+        by_type = index._by_type
+        for each, _ in items:
+            bucket = by_type.get(type(each))
+            if bucket is None:
+                bucket = by_type[type(each)] = []
+            bucket.append(each)
+
+        # The scopes they open, copied (their bindings all come from inside the statements).
+        scopes = {old_scope: scope}
+        for owner, old in self._scopes[start[3] : end[3]]:
+            new = Scope(old.kind, scopes[old.parent], old.qualpath, dict(old.bindings), set(old.imported))
+            scopes[old] = new
+            index.scope_of[owner] = new
+        for old, name, value, is_import in self.binds[start[2] : end[2]]:
+            new = scopes[old]
+            if old is old_scope:  # (the others are in the copies already)
+                new.bind(name, value, is_import=is_import)
+            if walk is not None:
+                walk.binds.append((new, name, value, is_import))
+        for is_class, path, each in self.definitions[start[4] : end[4]]:
+            (index.classes if is_class else index.functions).setdefault(path, each)
+        index.imports.extend(
+            type(old)(old.module, old.names, old.node, scopes[old.scope]) for old in self.index.imports[start[5] : end[5]]
+        )
+        index.calls.extend(
+            type(old)(old.node, None, scopes[old.scope], old.statement) for old in self.index.calls[start[1] : end[1]]
+        )
+        if walk is not None:  # their records and those of the statements inside them, moved
+            walk.definitions.extend(self.definitions[start[4] : end[4]])
+            walk.taken += len(roots)
+            shift = tuple(map(sub, before, start))
+            walk.records.extend(
+                StatementRecord(old.node, scopes[old.scope], tuple(map(add, old.start, shift)), tuple(map(add, old.end, shift)))
+                for old in self.records[start[6] : end[6]]
+            )
+        return True
+
+
+def _scope_shape(scope, names: dict) -> tuple:
+    """A scope as comparable data: its kind, path, bindings (values by identity, or as text),
+    the imported names and its parent's shape (scopes are named by the node that opens them)."""
+    if scope is None:
+        return None
+    bindings = tuple((name, value if isinstance(value, str) else id(value)) for name, value in scope.bindings.items())
+    return (names.get(id(scope), "module"), scope.kind, scope.qualpath, bindings, frozenset(scope.imported), names.get(id(scope.parent), "module" if scope.parent else None))
+
+
+def index_shape(index) -> dict:
+    """An index as comparable data (node identities, names, scope shapes): a taken walk must give
+    the shape of a whole one (tests/test_walk_reuse.py, benchmarks/reparse_fuzz.py --index)."""
+    names = {id(scope): id(node) for node, scope in index.scope_of.items()}
+    scope = lambda s: _scope_shape(s, names)
+    return {
+        "parents": [(id(node), id(parent)) for node, parent in index.parents.items()],
+        "by_type": {kind: [id(node) for node in nodes] for kind, nodes in index._by_type.items() if nodes},
+        "calls": [(id(site.node), site.qualname, id(site.statement), names.get(id(site.scope), "module")) for site in index.calls],
+        "scopes": [(id(node), scope(s)) for node, s in index.scope_of.items()],
+        "module": scope(index.scope),
+        "functions": [(path, id(node)) for path, node in index.functions.items()],
+        "classes": [(path, id(node)) for path, node in index.classes.items()],
+        "imports": [(r.module, r.names, id(r.node), names.get(id(r.scope), "module")) for r in index.imports],
+    }
+
+
+class TakenTwice(Exception):
+    """A taken statement's node was in the tree already (never seen: a tree shares no nodes)."""
