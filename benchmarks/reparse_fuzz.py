@@ -10,9 +10,10 @@ With --compile, also check server/recompile.py: for every edited text, compiling
 statements the edit touched must give CPython's verdict on the whole text, and the same first
 line for every top-level statement.
 
-With --index, also check analysis/walk_reuse.py: the index of each reparsed text, built by
-taking the previous text's walk for every statement the edit did not touch, must be the index a
-whole walk gives.
+With --index, also check analysis/walk_reuse.py and project/extract/function_reuse.py: the
+index of each reparsed text, built by taking the previous text's walk for every statement the
+edit did not touch, must be the index a whole walk gives, and its lowering, with the IR of the
+functions the edit did not change taken from the previous lowering, a whole lowering's IR.
 
 With --ir, also check analysis/same_code.py: wherever it finds the edit left the code the same
 (comments and blank lines between statements), the previous text's IR and its nodes' new
@@ -32,6 +33,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.walk_reuse import index_shape
+from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
@@ -77,7 +79,7 @@ def main() -> int:
     if args.compile:
         counts.update({"compiled in part": 0, "compile different": 0})
     if args.index:
-        counts.update({"statements taken": 0, "index different": 0})
+        counts.update({"statements taken": 0, "index different": 0, "functions taken": 0, "lowering different": 0})
     for path in files[: args.files]:
         try:
             text = path.read_text(encoding="utf-8")
@@ -119,7 +121,7 @@ def main() -> int:
                 print(f"IR DIFFERENT: {path}", file=sys.stderr)
             previous = got
     print(", ".join(f"{key} {value}" for key, value in counts.items()))
-    different = ("different", "IR different", "compile different", "index different")
+    different = ("different", "IR different", "compile different", "index different", "lowering different")
     return 1 if any(counts.get(key) for key in different) else 0
 
 
@@ -140,16 +142,33 @@ class _Edited(SourceFile):
         self.parsed.walk = walk
 
 
+_LOWERED: dict = {}  # id(ParsedText) -> (the ParsedText, its Lowering, its IR)
+
+
 def _same_index(path: Path, previous: ParsedText, got: ParsedText, counts: dict) -> bool:
-    if previous.walk is None:  # (the file's first text: walked whole, and recorded)
-        ModuleIndex(_Edited(path, previous, None), "pkg")
+    if previous.walk is None or id(previous) not in _LOWERED:  # (the file's first text: walked whole, and recorded)
+        lowering = Lowering(ModuleIndex(_Edited(path, previous, None), "pkg"))
+        _LOWERED.clear()
+        _LOWERED[id(previous)] = (previous, lowering, lowering.build())
     taken = ModuleIndex(_Edited(path, got, previous), "pkg")
     counts["statements taken"] += got.walk.taken
     whole = SourceFile(path, got.text)
     whole.__dict__["module"] = got.module
-    same = index_shape(taken) == index_shape(ModuleIndex(whole, "pkg"))
+    whole_index = ModuleIndex(whole, "pkg")
+    same = index_shape(taken) == index_shape(whole_index)
     counts["index different"] += not same
-    return same
+    _, old_lowering, old_ir = _LOWERED.pop(id(previous))
+    lowering = Lowering(taken)
+    lowering.reuse = function_reuse(taken, previous.module, old_ir.functions, old_lowering.nodes, old_lowering.function_refs)
+    module_ir = lowering.build()
+    _LOWERED[id(got)] = (got, lowering, module_ir)
+    counts["functions taken"] += len(lowering.reuse.paths) if lowering.reuse is not None else 0
+    whole_lowering = Lowering(whole_index)
+    lowered_same = structural_digest(module_ir) == structural_digest(whole_lowering.build()) and list(
+        map(id, lowering.nodes)
+    ) == list(map(id, whole_lowering.nodes))
+    counts["lowering different"] += not lowered_same
+    return same and lowered_same
 
 
 def _check_compile(path: Path, previous, text: str, counts: dict):

@@ -77,7 +77,7 @@ class ModuleIndex:
         # What other analyses compute from this index (dataflow.core's Flow, the op matches), kept
         # here so it dies with the index: a global cache keyed by index kept every tree alive.
         self.derived: dict[str, object] = {}
-        walk = Walk(package) if source.keeps_walk else None
+        walk = self.walk = Walk(package) if source.keeps_walk else None
         _IndexBuilder(self, walk, before).walk(self.module)
         if walk is not None:
             walk.finish(self)

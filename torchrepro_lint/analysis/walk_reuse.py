@@ -41,6 +41,8 @@ class Walk:
         self.records: list[StatementRecord] = []  # in the order the statements start
         self.index = None  # the ModuleIndex walked (finish)
         self.taken = 0  # statements this walk took from the previous one (counted for tests)
+        self.before: Walk | None = None  # the walk it took them from
+        self.runs: list[tuple[int, int, int]] = []  # (start, end in before's parents, start in this one's)
         self._items = self._scopes = self._by_node = None  # made when taken from (open)
 
     def lengths(self, index) -> tuple:
@@ -88,6 +90,9 @@ class Walk:
         before = walk.lengths(index) if walk is not None else None
         parents = index.parents
         size = len(parents)
+        if walk is not None:
+            walk.before = self
+            walk.runs.append((start[0], end[0], size))
         items = self._items[start[0] : end[0]]
         parents.update(items)
         if len(parents) != size + len(items):
@@ -130,6 +135,28 @@ class Walk:
                 for old in self.records[start[6] : end[6]]
             )
         return True
+
+
+def edit_nodes(walk: Walk) -> tuple[list, list] | None:
+    """What the edit changed, as nodes: those of `walk`'s tree that were not in the tree it took
+    statements from, and those of that tree that are gone; None where it took none."""
+    before = walk.before
+    if before is None:
+        return None
+    new_parents, old_parents = walk.index.parents, before.index.parents
+    new_keys = list(new_parents)
+    added, gone = [], []
+    position = 0
+    for _, end, new_start in walk.runs:
+        added.extend(node for node in new_keys[position:new_start] if node not in old_parents)
+        position = new_start + (end - _)
+    added.extend(node for node in new_keys[position:] if node not in old_parents)
+    position = 0
+    for start, end, _ in sorted(walk.runs):
+        gone.extend(node for node, _ in before._items[position:start] if node not in new_parents)
+        position = end
+    gone.extend(node for node, _ in before._items[position:] if node not in new_parents)
+    return added, gone
 
 
 def _scope_shape(scope, names: dict) -> tuple:

@@ -16,6 +16,7 @@ from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
+from torchrepro_lint.project.extract.function_reuse import FunctionReuse, shifted
 from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
 
@@ -55,6 +56,10 @@ class Lowering(CallLowering):
         # Given (the language server): the texts lowering the file's previous text generated,
         # and the ones this lowering generates, to hand to the next (see ExpressionTexts).
         self.texts = ExpressionTexts.following(texts_before, index.module) if texts_before is not None else None
+        # The language server: functions whose IR is taken from the previous lowering of the
+        # buffer (function_reuse.py), and where each function's refs are, for the next one's
+        self.reuse: FunctionReuse | None = None
+        self.function_refs: dict[str, tuple[int, int]] = {}
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -72,7 +77,7 @@ class Lowering(CallLowering):
             top.extend(self.statement(statement))
             work = work or self._is_work(statement)
         top = live(top)
-        functions = {path: self.function(path, node) for path, node in self.index.functions.items()}
+        functions = {path: self._function(path, node) for path, node in self.index.functions.items()}
         classes = {path: self.klass(path, node) for path, node in self.index.classes.items()}
         aliases = {}
         for name in self.index.scope.bindings:
@@ -109,6 +114,18 @@ class Lowering(CallLowering):
                         if site.qualname.startswith(LOCAL) or root(site.qualname) not in EXTERNAL_ROOTS:
                             return True
         return False
+
+    def _function(self, path: str, node: cst.FunctionDef) -> ir.FunctionIR:
+        first = len(self.nodes)
+        reuse = self.reuse
+        if reuse is not None and path in reuse.paths:
+            start, end = reuse.refs[path]
+            self.nodes.extend(reuse.nodes[start:end])
+            found = shifted(reuse.functions[path], first - start)
+        else:
+            found = self.function(path, node)
+        self.function_refs[path] = (first, len(self.nodes))
+        return found
 
     def function(self, path: str, node: cst.FunctionDef) -> ir.FunctionIR:
         params = node.params

@@ -1,0 +1,182 @@
+"""project/extract/function_reuse.py: lowering an edited buffer with the untouched functions'
+IR taken from the previous lowering gives the IR, and the node table, of a whole lowering."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.pipeline.cache import structural_digest
+from torchrepro_lint.pipeline.source import SourceFile, physical_lines
+from torchrepro_lint.project.extract.function_reuse import function_reuse
+from torchrepro_lint.project.extract.lowering import Lowering
+from torchrepro_lint.server.edited_source import EditedSource
+
+# Functions that read each other's facts: a class whose methods store and read a device, a
+# helper the others call, a traced model, a nested function, module-level names.
+SCRIPT = '''\
+import random
+
+import torch
+from torch import nn
+
+DEVICE = "cuda"
+
+
+def set_seed(seed):
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(self, model, device=DEVICE):
+        self.model = model
+        self.device = device
+
+    def fit(self, loader):
+        self.model.to(self.device)
+        for batch in loader:
+            noise = torch.randn(4)
+            loss = self.model(batch + noise)
+            loss.backward()
+        return loss
+
+    def export(self, example):
+        return torch.jit.trace(self.model, example)
+
+
+def build(width):
+    def block():
+        return nn.Linear(width, width)
+
+    layers = [block() for _ in range(3)]
+    model = nn.Sequential(*layers)
+    return model
+
+
+def main():
+    set_seed(0)
+    trainer = Trainer(build(8))
+    trainer.device = "cuda"
+    example = torch.randn(2, 8)
+    trainer.fit([example])
+    if torch.cuda.is_available():
+        torch.backends.cudnn.benchmark = True
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+SNIPPETS = [
+    "        x = 1\n",
+    "    total = 0\n",
+    "        self.device = 'cpu'\n",
+    "    trainer.device = 'cpu'\n",
+    "        torch.manual_seed(1)\n",
+    "    set_seed(1)\n",
+    "        import os\n",
+    "    global DEVICE\n",
+    "    def inner():\n        return 1\n",
+    "        example = torch.randn(2, 8)\n",
+    "        torch.jit.trace(self.model, noise)\n",
+    "    lam = lambda: 1\n",
+    "    # a comment\n",
+    "DEVICE = 'cpu'\n",
+]
+
+
+def _lowered(source, previous):
+    """The index, the lowering and what it took, of `source` (from `previous`, the last one)."""
+    index = ModuleIndex(source, "pkg")
+    lowering = Lowering(index)
+    if previous is not None:
+        old_source, old_lowering, module_ir = previous
+        lowering.reuse = function_reuse(index, old_source.module, module_ir.functions, old_lowering.nodes, old_lowering.function_refs)
+    module_ir = lowering.build()
+    return index, lowering, module_ir
+
+
+def _whole(text: str, tree):
+    source = SourceFile("script.py", text)
+    source.__dict__["module"] = tree  # the same tree, lowered whole
+    lowering = Lowering(ModuleIndex(source, "pkg"))
+    return lowering, lowering.build()
+
+
+def _check(source, previous):
+    _, lowering, module_ir = _lowered(source, previous)
+    whole_lowering, whole_ir = _whole(source.text, source.module)
+    assert structural_digest(module_ir) == structural_digest(whole_ir)
+    assert [id(node) for node in lowering.nodes] == [id(node) for node in whole_lowering.nodes]
+    taken = len(lowering.reuse.paths) if lowering.reuse is not None else 0
+    return (source, lowering, module_ir), taken
+
+
+def _edit(previous_source, text):
+    return EditedSource("script.py", text, previous=previous_source.parsed)
+
+
+def test_an_edit_in_one_method_takes_the_other_functions():
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n            step = 1\n")
+    second = _edit(first, text)
+    _, lowering, _ = _lowered(second, state)
+    assert lowering.reuse is not None
+    assert lowering.reuse.paths == {"set_seed", "Trainer.__init__", "Trainer.export", "build", "build.block", "main"}
+    _check(_edit(first, text), state)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "        self.device = 'cpu'\n",  # a store other methods' lowering reads
+        "        import os\n",
+        "        torch.jit.trace(self.model, noise)\n",  # makes `noise` an example input (calls._only_traced)
+    ],
+)
+def test_an_edit_that_other_functions_read_takes_none(line):
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n" + "    " + line)
+    _, lowering, _ = _lowered(_edit(first, text), state)
+    assert lowering.reuse is None
+
+
+def test_a_function_nested_in_the_edited_one_is_lowered_again():
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    text = SCRIPT.replace("    return model\n", "    width = 4\n    return model\n")
+    _, lowering, _ = _lowered(_edit(first, text), state)
+    assert "build" not in lowering.reuse.paths and "build.block" not in lowering.reuse.paths
+    assert "main" in lowering.reuse.paths
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_edits_give_the_ir_of_a_whole_lowering(seed):
+    rng = random.Random(seed)
+    source = EditedSource("script.py", SCRIPT)
+    state, _ = _check(source, None)
+    taken = 0
+    for _ in range(30):
+        lines = physical_lines(source.text)
+        at = rng.randrange(len(lines) + 1)
+        choice = rng.random()
+        if choice < 0.6:
+            lines.insert(at, rng.choice(SNIPPETS))
+        elif choice < 0.8 and at < len(lines):
+            del lines[at]
+        elif at < len(lines):
+            lines[at] = lines[at].rstrip("\n") + "  # changed\n"
+        text = "".join(lines)
+        try:
+            compile(text, "script.py", "exec")
+        except SyntaxError:
+            continue
+        source = _edit(source, text)
+        state, count = _check(source, state)
+        taken += count
+    assert taken > 0

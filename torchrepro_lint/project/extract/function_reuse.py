@@ -1,0 +1,147 @@
+"""Which functions of an edited buffer keep the IR their previous lowering gave.
+
+The language server lowers an edited buffer again on every edit, and in a model file most of
+that time is the functions the edit did not touch (timm's resnet.py: 110 functions, 7 of its 10
+ms). A function's lowering reads its own subtree, and from outside it: names through the scopes
+around it (the module's, a class's, an enclosing function's), the module's function and class
+tables, and a few module-wide facts (stores to an attribute anywhere, `self.x = ...` in a
+class's methods, calls that trace a model). So where the edit (`walk_reuse.edit_nodes`) is
+inert for all of those, the functions outside the edited one keep their IR:
+- every changed node is inside a function (not at the top level or in a class body);
+- none is a definition, lambda, import, `global`/`nonlocal`, a store to an attribute, or a
+  call that traces a model; a function or class on the way down to the edit (a new object
+  because its body changed) has the same header (name, parameters, decorators, bases).
+Then the module's bindings and its tables of functions and classes are the same too: only code
+outside functions, a definition, `global` or an import changes them.
+A function nested in the edited one is lowered again (it reads the edited one's names). A taken
+function's IR comes with its node refs moved to where this lowering numbers them (`shifted`); the
+equivalence tests (tests/test_function_reuse.py, benchmarks/reparse_fuzz.py --index) compare
+with a whole lowering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import libcst as cst
+
+from torchrepro_lint.analysis.module_index import ModuleIndex, _child_fields
+from torchrepro_lint.analysis.walk_reuse import edit_nodes
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract.calls import TRACING_CALLS
+
+# A changed node of one of these kinds changes what other functions' lowering reads.
+_REFUSED = frozenset({cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal, cst.Lambda, cst.Param, cst.Parameters, cst.Decorator})
+_DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
+_STORES = (cst.Assign, cst.AnnAssign, cst.AugAssign)
+
+
+@dataclass
+class FunctionReuse:
+    """The previous lowering's functions (IR, node table, each one's refs) and the paths whose
+    IR this lowering takes from it."""
+
+    functions: dict[str, ir.FunctionIR]
+    nodes: list
+    refs: dict[str, tuple[int, int]]  # path -> (first, end) of its refs in `nodes`
+    paths: frozenset[str]
+
+
+def function_reuse(index: ModuleIndex, tree, functions: dict, nodes: list, refs: dict) -> FunctionReuse | None:
+    """What a lowering of `index`'s tree takes from the previous lowering (`functions`, `nodes`,
+    `refs`) of `tree`, where the index took its walk from that tree's (walk_reuse.py)."""
+    walk = index.walk
+    if walk is None or walk.before is None:
+        return None
+    before = walk.before.index
+    if before.module is not tree or before.package != index.package:
+        return None  # (lowered from another tree)
+    changes = edit_nodes(walk)
+    paths = reusable_functions(index, before, *changes) if changes is not None else frozenset()
+    return FunctionReuse(functions, nodes, refs, paths) if paths else None
+
+
+def reusable_functions(index: ModuleIndex, before: ModuleIndex, added: list, gone: list) -> frozenset[str]:
+    """The paths of `index`'s functions whose lowering reads nothing the edit changed."""
+    edited: set[str] = set()
+    for side, nodes in ((index, added), (before, gone)):
+        for node in nodes:
+            kind = type(node)
+            if kind is cst.IndentedBlock:
+                continue  # a body on the way down: what changed in it is its statements
+            if kind in _REFUSED:
+                return frozenset()
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                if not _same_header(node, side, index, before):
+                    return frozenset()
+                continue
+            if kind in _STORES and _stores_attribute(node):
+                return frozenset()
+            if kind is cst.Call:
+                site = side.call_site(node)
+                if site is None or site.qualname in TRACING_CALLS:
+                    return frozenset()
+            outermost = _outermost_function(side, node)
+            if outermost is None:
+                return frozenset()  # top-level code, or a class body
+            edited.add(side.scope_of[outermost].qualpath)
+    return frozenset(
+        path for path, node in index.functions.items()
+        if before.functions.get(path) is node and not any(path == e or path.startswith(e + ".") for e in edited)
+    )
+
+
+def _same_header(node, side: ModuleIndex, index: ModuleIndex, before: ModuleIndex) -> bool:
+    """A function or class that is new only because its body changed: its counterpart in the
+    other tree, by path, has every other field the same."""
+    path = side.scope_of[node].qualpath
+    tables = (index.functions, before.functions) if type(node) is cst.FunctionDef else (index.classes, before.classes)
+    new, old = (table.get(path) for table in tables)
+    if new is None or old is None or type(new) is not type(old) or node is not (new if side is index else old):
+        return False
+    for name in _child_fields(type(node)):
+        if name == "body":
+            continue
+        a, b = getattr(new, name), getattr(old, name)
+        if a is not b and not (isinstance(a, (tuple, list)) and len(a) == len(b) and all(x is y for x, y in zip(a, b))):
+            return False
+    return True
+
+
+def _stores_attribute(node) -> bool:
+    targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]
+    return any(not isinstance(target, cst.Name) for target in targets)  # (tuples may hold attributes: refused too)
+
+
+def _outermost_function(index: ModuleIndex, node) -> cst.FunctionDef | None:
+    found = None
+    for ancestor in index.ancestors(node):
+        if type(ancestor) is cst.FunctionDef:
+            found = ancestor
+        elif type(ancestor) is cst.ClassDef and found is None:
+            return None  # in a class body, outside its methods
+    return found
+
+
+def shifted(function: ir.FunctionIR, delta: int) -> ir.FunctionIR:
+    """The function's IR with every node ref moved by `delta`."""
+    if delta == 0:
+        return function
+    return ir.FunctionIR(
+        function.path, function.ref + delta, function.params, function.defaults,
+        _shifted(function.body, delta), function.is_method, function.returns,
+    )
+
+
+def _shifted(statements, delta: int) -> tuple:
+    out = []
+    for statement in statements:
+        kind = type(statement)
+        if kind is ir.Branch:
+            statement = ir.Branch(statement.cond, _shifted(statement.then, delta), _shifted(statement.orelse, delta))
+        elif kind is ir.Try:
+            statement = ir.Try(*(_shifted(block, delta) for block in ir.blocks_of(statement)))
+        elif hasattr(statement, "ref"):
+            statement = replace(statement, ref=statement.ref + delta)
+        out.append(statement)
+    return tuple(out)
