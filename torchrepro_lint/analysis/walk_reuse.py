@@ -39,9 +39,11 @@ class Walk:
         self.binds: list[tuple] = []  # (scope, name, value, is_import)
         self.definitions: list[tuple] = []  # (is a class, path, node): every setdefault tried
         self.records: list[StatementRecord] = []  # in the order the statements start
-        self.index = None  # the ModuleIndex walked (finish)
+        # The walked index's tables (finish); not the index itself, which holds the walk: a
+        # cycle would keep every edit's tree alive until a garbage collection.
+        self.module = self.parents = self.calls = self.scope_of = self.imports = self.functions = self.classes = None
         self.taken = 0  # statements this walk took from the previous one (counted for tests)
-        self.before: Walk | None = None  # the walk it took them from
+        self.before: Walk | None = None  # the walk it took them from (until the edit is looked at)
         self.runs: list[tuple[int, int, int]] = []  # (start, end in before's parents, start in this one's)
         self._items = self._scopes = self._by_node = None  # made when taken from (open)
 
@@ -57,15 +59,16 @@ class Walk:
         return record
 
     def finish(self, index) -> None:
-        self.index = index
+        self.module, self.parents, self.calls, self.scope_of = index.module, index.parents, index.calls, index.scope_of
+        self.imports, self.functions, self.classes = index.imports, index.functions, index.classes
 
     # -- taking statements again ------------------------------------------------------------
     def open(self) -> None:
         """Ready to be taken from (once per walk that takes from it)."""
+        self.before = None  # (what it took from is of no use now: the chain stops here)
         if self._by_node is None:
-            index = self.index
-            self._items = list(index.parents.items())
-            self._scopes = list(index.scope_of.items())
+            self._items = list(self.parents.items())
+            self._scopes = list(self.scope_of.items())
             self._by_node = {id(record.node): record for record in self.records if record.end is not None}
 
     def take(self, node, parent, scope: Scope, index, walk: Walk | None, pending: list) -> bool:
@@ -121,10 +124,10 @@ class Walk:
         for is_class, path, each in self.definitions[start[4] : end[4]]:
             (index.classes if is_class else index.functions).setdefault(path, each)
         index.imports.extend(
-            type(old)(old.module, old.names, old.node, scopes[old.scope]) for old in self.index.imports[start[5] : end[5]]
+            type(old)(old.module, old.names, old.node, scopes[old.scope]) for old in self.imports[start[5] : end[5]]
         )
         index.calls.extend(
-            type(old)(old.node, None, scopes[old.scope], old.statement) for old in self.index.calls[start[1] : end[1]]
+            type(old)(old.node, None, scopes[old.scope], old.statement) for old in self.calls[start[1] : end[1]]
         )
         if walk is not None:  # their records and those of the statements inside them, moved
             walk.definitions.extend(self.definitions[start[4] : end[4]])
@@ -143,7 +146,7 @@ def edit_nodes(walk: Walk) -> tuple[list, list] | None:
     before = walk.before
     if before is None:
         return None
-    new_parents, old_parents = walk.index.parents, before.index.parents
+    new_parents, old_parents = walk.parents, before.parents
     new_keys = list(new_parents)
     added, gone = [], []
     position = 0

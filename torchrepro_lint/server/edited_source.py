@@ -37,12 +37,16 @@ class EditedSource(SourceFile):
         return found.module
 
     def walk_before(self):
+        # This tree's own walk, where an index of it was built already; else the previous tree's
+        if self.parsed is not None and self.parsed.walk is not None:
+            return self.parsed.walk
         before = self.reparsed_from
         return before.walk if before is not None else None
 
     def keep_walk(self, walk) -> None:
         if self.parsed is not None:
             self.parsed.walk = walk
+            self.reparsed_from = None  # (the previous tree: of no more use)
 
     def forget_positions(self) -> None:
         # CPython's tree came from the session, which keeps it for the next edit: forgetting it

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex, _child_fields
-from torchrepro_lint.analysis.walk_reuse import edit_nodes
+from torchrepro_lint.analysis.walk_reuse import Walk, edit_nodes
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract.calls import TRACING_CALLS
 
@@ -51,20 +51,21 @@ def function_reuse(index: ModuleIndex, tree, functions: dict, nodes: list, refs:
     """What a lowering of `index`'s tree takes from the previous lowering (`functions`, `nodes`,
     `refs`) of `tree`, where the index took its walk from that tree's (walk_reuse.py)."""
     walk = index.walk
-    if walk is None or walk.before is None:
-        return None
-    before = walk.before.index
-    if before.module is not tree or before.package != index.package:
+    before = walk.before if walk is not None else None
+    if before is None or before.module is not tree or before.package != index.package:
         return None  # (lowered from another tree)
     changes = edit_nodes(walk)
+    walk.before = None  # (the previous tree: of no more use)
     paths = reusable_functions(index, before, *changes) if changes is not None else frozenset()
     return FunctionReuse(functions, nodes, refs, paths) if paths else None
 
 
-def reusable_functions(index: ModuleIndex, before: ModuleIndex, added: list, gone: list) -> frozenset[str]:
-    """The paths of `index`'s functions whose lowering reads nothing the edit changed."""
+def reusable_functions(index: ModuleIndex, before: Walk, added: list, gone: list) -> frozenset[str]:
+    """The paths of `index`'s functions whose lowering reads nothing the edit changed (`before`:
+    the tables of the previous tree, which has the `gone` nodes)."""
     edited: set[str] = set()
     for side, nodes in ((index, added), (before, gone)):
+        sites = {id(site.node): site for site in side.calls} if any(type(node) is cst.Call for node in nodes) else {}
         for node in nodes:
             kind = type(node)
             if kind is cst.IndentedBlock:
@@ -78,7 +79,7 @@ def reusable_functions(index: ModuleIndex, before: ModuleIndex, added: list, gon
             if kind in _STORES and _stores_attribute(node):
                 return frozenset()
             if kind is cst.Call:
-                site = side.call_site(node)
+                site = sites.get(id(node))
                 if site is None or site.qualname in TRACING_CALLS:
                     return frozenset()
             outermost = _outermost_function(side, node)
@@ -91,7 +92,7 @@ def reusable_functions(index: ModuleIndex, before: ModuleIndex, added: list, gon
     )
 
 
-def _same_header(node, side: ModuleIndex, index: ModuleIndex, before: ModuleIndex) -> bool:
+def _same_header(node, side, index: ModuleIndex, before: Walk) -> bool:
     """A function or class that is new only because its body changed: its counterpart in the
     other tree, by path, has every other field the same."""
     path = side.scope_of[node].qualpath
@@ -113,13 +114,16 @@ def _stores_attribute(node) -> bool:
     return any(not isinstance(target, cst.Name) for target in targets)  # (tuples may hold attributes: refused too)
 
 
-def _outermost_function(index: ModuleIndex, node) -> cst.FunctionDef | None:
+def _outermost_function(side, node) -> cst.FunctionDef | None:
     found = None
-    for ancestor in index.ancestors(node):
+    parents = side.parents
+    ancestor = parents.get(node)
+    while ancestor is not None:
         if type(ancestor) is cst.FunctionDef:
             found = ancestor
         elif type(ancestor) is cst.ClassDef and found is None:
             return None  # in a class body, outside its methods
+        ancestor = parents.get(ancestor)
     return found
 
 
