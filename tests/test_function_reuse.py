@@ -66,6 +66,13 @@ def main():
         torch.backends.cudnn.benchmark = True
 
 
+try:
+    def fast_path(x):
+        return x
+except ImportError:
+    fast_path = None
+
+
 if __name__ == "__main__":
     main()
 '''
@@ -94,7 +101,7 @@ def _lowered(source, previous):
     lowering = Lowering(index)
     if previous is not None:
         old_source, old_lowering, module_ir = previous
-        lowering.reuse = function_reuse(index, old_source.module, module_ir.functions, old_lowering.nodes, old_lowering.function_refs)
+        lowering.reuse = function_reuse(index, old_source.module, module_ir, old_lowering.nodes, old_lowering.layout)
     module_ir = lowering.build()
     return index, lowering, module_ir
 
@@ -111,7 +118,7 @@ def _check(source, previous):
     whole_lowering, whole_ir = _whole(source.text, source.module)
     assert structural_digest(module_ir) == structural_digest(whole_ir)
     assert [id(node) for node in lowering.nodes] == [id(node) for node in whole_lowering.nodes]
-    taken = len(lowering.reuse.paths) if lowering.reuse is not None else 0
+    taken = len(lowering.reuse.paths) + 1 if lowering.reuse is not None else 0  # (and the top level)
     return (source, lowering, module_ir), taken
 
 
@@ -126,7 +133,7 @@ def test_an_edit_in_one_method_takes_the_other_functions():
     second = _edit(first, text)
     _, lowering, _ = _lowered(second, state)
     assert lowering.reuse is not None
-    assert lowering.reuse.paths == {"set_seed", "Trainer.__init__", "Trainer.export", "build", "build.block", "main"}
+    assert lowering.reuse.paths == {"set_seed", "Trainer.__init__", "Trainer.export", "build", "build.block", "main", "fast_path"}
     _check(_edit(first, text), state)
 
 
@@ -142,6 +149,23 @@ def test_an_edit_that_other_functions_read_takes_none(line):
     first = EditedSource("script.py", SCRIPT)
     state, _ = _check(first, None)
     text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n" + "    " + line)
+    _, lowering, _ = _lowered(_edit(first, text), state)
+    assert lowering.reuse is None
+
+
+def test_an_edit_at_the_top_level_takes_nothing():
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    text = SCRIPT.replace("    main()\n", "    torch.manual_seed(1)\n    main()\n")
+    _, lowering, _ = _lowered(_edit(first, text), state)
+    assert lowering.reuse is None
+
+
+def test_an_edit_in_a_function_under_a_top_level_try_takes_nothing():
+    # The `try` is a new statement on the way down to the edit, and top-level code: lowered whole.
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    text = SCRIPT.replace("        return x\n", "        y = x\n        return x\n")
     _, lowering, _ = _lowered(_edit(first, text), state)
     assert lowering.reuse is None
 

@@ -20,7 +20,7 @@ from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.analysis.text_memo import contains
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract.function_reuse import FunctionReuse, function_reuse
+from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, function_reuse
 from torchrepro_lint.project.extract.lowering import ExpressionTexts, Lowering
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
@@ -111,9 +111,9 @@ class ProjectModule:
     store: object | None = field(default=None, repr=False)  # the project's `lowered` (summaries.py)
     _table: ir.ModuleTable | None = field(default=None, repr=False)
     # The language server: texts its lowering generated, for the next edit's (ExpressionTexts),
-    # and where each function's refs are in `_nodes` (function_reuse.py)
+    # and where the top level's and each function's refs are in `_nodes` (function_reuse.py)
     expression_texts: ExpressionTexts | None = field(default=None, repr=False)
-    function_refs: dict | None = field(default=None, repr=False)
+    layout: RefLayout | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"<module {self.path}>"
@@ -370,7 +370,7 @@ class ProjectIndex:
             )
             module.expression_texts = lowering.texts
             if self.lives_on:
-                module.function_refs = lowering.function_refs
+                module.layout = lowering.layout
             if self.lowered is not None:
                 self.lowered.put(source, package, module_ir)
         self.modules[path] = module
@@ -387,10 +387,10 @@ class ProjectIndex:
     def _function_reuse(self, path: Path, index: ModuleIndex) -> FunctionReuse | None:
         """The previous lowering of an edited buffer, for the functions whose IR it still gives."""
         previous = self.reusable.get(path) if self.reusable is not None else None
-        if previous is None or previous._nodes is None or previous.function_refs is None:
+        if previous is None or previous._nodes is None or previous.layout is None:
             return None
         tree = previous.source.__dict__.get("module")  # (a tree dropped since: nothing to compare)
-        return function_reuse(index, tree, previous._ir.functions, previous._nodes, previous.function_refs)
+        return function_reuse(index, tree, previous._ir, previous._nodes, previous.layout)
 
     def _same_code_as_before(self, path, name, package, search_root, source: SourceFile, linted: bool) -> ProjectModule | None:
         """The module, where its new text differs from a previous run's only in comments and
@@ -410,7 +410,7 @@ class ProjectIndex:
         index = ModuleIndex(source, package)  # (its rules will read it; and a module with a tree keeps it within budget)
         module = ProjectModule(path, name, package, search_root, source, previous._ir, linted, self.helpers, index, nodes, self.lowered)
         module.expression_texts = previous.expression_texts
-        module.function_refs = previous.function_refs
+        module.layout = previous.layout
         if self.lowered is not None:
             self.lowered.put(source, package, previous._ir, like=previous.source)
         return module

@@ -6,8 +6,10 @@ ms). A function's lowering reads its own subtree, and from outside it: names thr
 around it (the module's, a class's, an enclosing function's), the module's function and class
 tables, and a few module-wide facts (stores to an attribute anywhere, `self.x = ...` in a
 class's methods, calls that trace a model). So where the edit (`walk_reuse.edit_nodes`) is
-inert for all of those, the functions outside the edited one keep their IR:
-- every changed node is inside a function (not at the top level or in a class body);
+inert for all of those, the functions outside the edited one keep their IR, and so does the top
+level (whose statements are then the same, but for definitions, which it does not lower):
+- every changed node is inside a function (not at the top level or in a class body, nor in a
+  statement such as a top-level `try` that holds a definition: that is lowered whole);
 - none is a definition, lambda, import, `global`/`nonlocal`, a store to an attribute, or a
   call that traces a model; a function or class on the way down to the edit (a new object
   because its body changed) has the same header (name, parameters, decorators, bases).
@@ -21,7 +23,7 @@ with a whole lowering.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -32,37 +34,51 @@ from torchrepro_lint.project.extract.calls import TRACING_CALLS
 
 # A changed node of one of these kinds changes what other functions' lowering reads.
 _REFUSED = frozenset({cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal, cst.Lambda, cst.Param, cst.Parameters, cst.Decorator})
-_DEFINITIONS = (cst.FunctionDef, cst.ClassDef)
 _STORES = (cst.Assign, cst.AnnAssign, cst.AugAssign)
 
 
 @dataclass
-class FunctionReuse:
-    """The previous lowering's functions (IR, node table, each one's refs) and the paths whose
-    IR this lowering takes from it."""
+class RefLayout:
+    """Where a lowering put its node refs: the top level's first, then each function's."""
 
-    functions: dict[str, ir.FunctionIR]
+    top: int  # refs [0, top) are the top level's
+    functions: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> [first, end)
+
+
+@dataclass
+class FunctionReuse:
+    """The previous lowering (its IR, node table and layout), and what this one takes from it:
+    its top level, and the functions at `paths`."""
+
+    module: ir.ModuleIR
     nodes: list
-    refs: dict[str, tuple[int, int]]  # path -> (first, end) of its refs in `nodes`
+    layout: RefLayout
     paths: frozenset[str]
 
 
-def function_reuse(index: ModuleIndex, tree, functions: dict, nodes: list, refs: dict) -> FunctionReuse | None:
-    """What a lowering of `index`'s tree takes from the previous lowering (`functions`, `nodes`,
-    `refs`) of `tree`, where the index took its walk from that tree's (walk_reuse.py)."""
+def function_reuse(index: ModuleIndex, tree, module: ir.ModuleIR, nodes: list, layout: RefLayout) -> FunctionReuse | None:
+    """What a lowering of `index`'s tree takes from the previous lowering (`module`, `nodes`,
+    `layout`) of `tree`, where the index took its walk from that tree's (walk_reuse.py)."""
     walk = index.walk
     before = walk.before if walk is not None else None
     if before is None or before.module is not tree or before.package != index.package:
         return None  # (lowered from another tree)
     changes = edit_nodes(walk)
     walk.before = None  # (the previous tree: of no more use)
-    paths = reusable_functions(index, before, *changes) if changes is not None else frozenset()
-    return FunctionReuse(functions, nodes, refs, paths) if paths else None
+    edited = _edited_functions(index, before, *changes) if changes is not None else None
+    if edited is None:
+        return None
+    paths = frozenset(
+        path for path, node in index.functions.items()
+        if before.functions.get(path) is node and not any(path == e or path.startswith(e + ".") for e in edited)
+    )
+    return FunctionReuse(module, nodes, layout, paths)
 
 
-def reusable_functions(index: ModuleIndex, before: Walk, added: list, gone: list) -> frozenset[str]:
-    """The paths of `index`'s functions whose lowering reads nothing the edit changed (`before`:
-    the tables of the previous tree, which has the `gone` nodes)."""
+def _edited_functions(index: ModuleIndex, before: Walk, added: list, gone: list) -> set[str] | None:
+    """The paths of the outermost functions holding the edit, where it is inert for the rest
+    of the module (see above); None where it is not (`before`: the tables of the previous
+    tree, which has the `gone` nodes)."""
     edited: set[str] = set()
     for side, nodes in ((index, added), (before, gone)):
         sites = {id(site.node): site for site in side.calls} if any(type(node) is cst.Call for node in nodes) else {}
@@ -71,25 +87,22 @@ def reusable_functions(index: ModuleIndex, before: Walk, added: list, gone: list
             if kind is cst.IndentedBlock:
                 continue  # a body on the way down: what changed in it is its statements
             if kind in _REFUSED:
-                return frozenset()
+                return None
             if kind is cst.FunctionDef or kind is cst.ClassDef:
                 if not _same_header(node, side, index, before):
-                    return frozenset()
+                    return None
                 continue
             if kind in _STORES and _stores_attribute(node):
-                return frozenset()
+                return None
             if kind is cst.Call:
                 site = sites.get(id(node))
                 if site is None or site.qualname in TRACING_CALLS:
-                    return frozenset()
+                    return None
             outermost = _outermost_function(side, node)
             if outermost is None:
-                return frozenset()  # top-level code, or a class body
+                return None  # top-level code, or a class body
             edited.add(side.scope_of[outermost].qualpath)
-    return frozenset(
-        path for path, node in index.functions.items()
-        if before.functions.get(path) is node and not any(path == e or path.startswith(e + ".") for e in edited)
-    )
+    return edited
 
 
 def _same_header(node, side, index: ModuleIndex, before: Walk) -> bool:

@@ -16,7 +16,7 @@ from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
-from torchrepro_lint.project.extract.function_reuse import FunctionReuse, shifted
+from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, shifted
 from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
 
@@ -56,10 +56,10 @@ class Lowering(CallLowering):
         # Given (the language server): the texts lowering the file's previous text generated,
         # and the ones this lowering generates, to hand to the next (see ExpressionTexts).
         self.texts = ExpressionTexts.following(texts_before, index.module) if texts_before is not None else None
-        # The language server: functions whose IR is taken from the previous lowering of the
-        # buffer (function_reuse.py), and where each function's refs are, for the next one's
+        # The language server: what is taken from the previous lowering of the buffer
+        # (function_reuse.py), and where this one puts its refs, for the next one's
         self.reuse: FunctionReuse | None = None
-        self.function_refs: dict[str, tuple[int, int]] = {}
+        self.layout = RefLayout(0)
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -67,16 +67,13 @@ class Lowering(CallLowering):
 
     # -- module ------------------------------------------------------------------------
     def build(self) -> ir.ModuleIR:
-        body = self.index.module.body
-        top: list[ir.Stmt] = []
-        guard = None
-        work = False
-        for statement in body:
-            if is_main_guard(statement) and guard is None:
-                guard = self.ref(statement)  # the program's anchor; every guard runs in place
-            top.extend(self.statement(statement))
-            work = work or self._is_work(statement)
-        top = live(top)
+        reuse = self.reuse
+        if reuse is not None:
+            self.nodes.extend(reuse.nodes[: reuse.layout.top])
+            top, guard, work = reuse.module.top, reuse.module.main_guard, reuse.module.has_top_level_work
+        else:
+            top, guard, work = self._top_level()
+        self.layout.top = len(self.nodes)
         functions = {path: self._function(path, node) for path, node in self.index.functions.items()}
         classes = {path: self.klass(path, node) for path, node in self.index.classes.items()}
         aliases = {}
@@ -86,6 +83,17 @@ class Lowering(CallLowering):
                 aliases[name] = target
         imported = tuple((rec.module, rec.names) for rec in self.index.imports if rec.module)
         return ir.ModuleIR(tuple(top), guard, functions, classes, aliases, imported, work)
+
+    def _top_level(self) -> tuple:
+        top: list[ir.Stmt] = []
+        guard = None
+        work = False
+        for statement in self.index.module.body:
+            if is_main_guard(statement) and guard is None:
+                guard = self.ref(statement)  # the program's anchor; every guard runs in place
+            top.extend(self.statement(statement))
+            work = work or self._is_work(statement)
+        return live(top), guard, work
 
     def _unpacked_instances(self, target: cst.Tuple | cst.List, value: cst.BaseExpression) -> list[ir.Stmt]:
         """`model, diffusion = create_model_and_diffusion(...)`: each name is that item of what
@@ -119,12 +127,12 @@ class Lowering(CallLowering):
         first = len(self.nodes)
         reuse = self.reuse
         if reuse is not None and path in reuse.paths:
-            start, end = reuse.refs[path]
+            start, end = reuse.layout.functions[path]
             self.nodes.extend(reuse.nodes[start:end])
-            found = shifted(reuse.functions[path], first - start)
+            found = shifted(reuse.module.functions[path], first - start)
         else:
             found = self.function(path, node)
-        self.function_refs[path] = (first, len(self.nodes))
+        self.layout.functions[path] = (first, len(self.nodes))
         return found
 
     def function(self, path: str, node: cst.FunctionDef) -> ir.FunctionIR:
