@@ -58,6 +58,37 @@ def test_merging_keeps_exactly_the_same_runs_in_no_more_cubes(cubes):
     assert len(merged) <= len(set(cubes))
 
 
+def _merged_plainly(cubes):
+    """The merge as first written: every literal of every cube looks for its partner, and every
+    cube is compared with every other for subsumption."""
+    merged = True
+    while merged:
+        merged = False
+        cubes = list(dict.fromkeys(cubes))
+        position = {cube: i for i, cube in enumerate(cubes)}
+        for i, cube in enumerate(cubes):
+            if cube is None:
+                continue
+            for condition, truth in cube:
+                rest = cube - {(condition, truth)}
+                partner = rest | {(condition, not truth)}
+                j = position.get(partner)
+                if j is not None and cubes[j] == partner:
+                    cubes[i], cubes[j] = rest, None
+                    merged = True
+                    break
+        cubes = [cube for cube in cubes if cube is not None]
+    return [cube for cube in cubes if not any(other < cube for other in cubes)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_cube, min_size=1, max_size=12))
+def test_the_merge_gives_what_the_plain_merge_gives_in_its_order(cubes):
+    # Only cubes on the same conditions are paired, and only smaller cubes compared for
+    # subsumption: the same cubes in the same order (the order reaches the program's facts).
+    assert _merged_cubes(cubes) == _merged_plainly(cubes)
+
+
 def test_states_with_different_switches_are_never_joined():
     seeded = PathState(torch_seeded=True, assumptions=frozenset({("a", True)}))
     unseeded = PathState(assumptions=frozenset({("a", False)}))

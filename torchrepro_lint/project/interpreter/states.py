@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectModule, Symbol
@@ -236,6 +236,9 @@ def _joined(states: list[PathState]) -> list[PathState]:
     return out
 
 
+_CONDITION = itemgetter(0)  # of a (condition, truth) literal
+
+
 def _merged_cubes(cubes: list[frozenset]) -> list[frozenset]:
     """Conjunctions of (condition, truth) whose union is the same set of runs, in fewer parts:
     `A and c` with `A and not c` is `A`; `A and B` next to `A` adds nothing."""
@@ -243,9 +246,17 @@ def _merged_cubes(cubes: list[frozenset]) -> list[frozenset]:
     while merged:
         merged = False
         cubes = list(dict.fromkeys(cubes))
+        # Only a cube on the same conditions can be a partner: the others are not looked at
+        # (most calls merge nothing, and making each literal's partner was most of their time).
+        alike: dict[frozenset, int] = {}
+        conditions = [frozenset(map(_CONDITION, cube)) for cube in cubes]
+        for key in conditions:
+            alike[key] = alike.get(key, 0) + 1
+        if len(alike) == len(cubes):
+            break
         position = {cube: i for i, cube in enumerate(cubes)}
         for i, cube in enumerate(cubes):
-            if cube is None:
+            if cube is None or alike[conditions[i]] == 1:
                 continue
             for condition, truth in cube:
                 rest = cube - {(condition, truth)}
@@ -256,4 +267,21 @@ def _merged_cubes(cubes: list[frozenset]) -> list[frozenset]:
                     merged = True
                     break
         cubes = [cube for cube in cubes if cube is not None]
-    return [cube for cube in cubes if not any(other < cube for other in cubes)]
+    return _without_subsumed(cubes)
+
+
+def _without_subsumed(cubes: list[frozenset]) -> list[frozenset]:
+    """The cubes no other cube is a proper subset of, in order. Only a smaller cube can be one:
+    each is compared with the smaller ones alone (most often all have one size: none)."""
+    by_size: dict[int, list[frozenset]] = {}
+    for cube in cubes:
+        by_size.setdefault(len(cube), []).append(cube)
+    if len(by_size) < 2:
+        return cubes
+    sizes = sorted(by_size)
+    smaller: dict[int, list[frozenset]] = {}
+    below: list[frozenset] = []
+    for size in sizes:
+        smaller[size] = below
+        below = below + by_size[size]
+    return [cube for cube in cubes if not any(other < cube for other in smaller[len(cube)])]
