@@ -80,11 +80,7 @@ class GradContext:
         self.flow = flow(index)
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0] if path else ""
         self.transform_file = stem in TRANSFORM_FILES
-        self._collate: set[str] | None = None
         self._checkpoint: dict[int, bool] = {}
-        self._calls_in: dict[int, list[CallSite]] = {}  # id(function) -> its call sites
-        self._calls_of: dict[str, list[CallSite]] = {}  # `name(...)` call sites by name
-        self._calls_indexed = False
 
     def no_grad_reason(self, node: cst.CSTNode) -> str | None:
         """'under `torch.no_grad()`', 'in a Dataset', ... or None when gradients may flow."""
@@ -239,13 +235,14 @@ class GradContext:
     def _is_collate(self, function: cst.FunctionDef) -> bool:
         if "collate" in function.name.value.lower():
             return True
-        if self._collate is None:
-            self._collate = set()
-            for site in self.index.calls:
-                for a in site.node.args:
-                    if a.keyword is not None and a.keyword.value == "collate_fn" and isinstance(a.value, cst.Name):
-                        self._collate.add(a.value.value)
-        return function.name.value in self._collate
+        collate = self.index.derived.get("collate functions")
+        if collate is None:  # (kept on the index, as _call_tables)
+            collate = self.index.derived["collate functions"] = {
+                a.value.value
+                for site in self.index.calls for a in site.node.args
+                if a.keyword is not None and a.keyword.value == "collate_fn" and isinstance(a.value, cst.Name)
+            }  # fmt: skip
+        return function.name.value in collate
 
     def is_checkpoint_code(self, function: cst.FunctionDef, depth: int = 0) -> bool:
         key = id(function)
@@ -260,13 +257,8 @@ class GradContext:
         name = function.name.value.lower()
         if CHECKPOINT_NAME.search(name):
             return True
-        if not self._calls_indexed:
-            self._calls_indexed = True
-            for site in self.index.calls:  # both keep the order of index.calls
-                self._calls_in.setdefault(id(self.index.enclosing(site.node, cst.FunctionDef)), []).append(site)
-                if type(site.node.func) is cst.Name:
-                    self._calls_of.setdefault(site.node.func.value, []).append(site)
-        for site in self._calls_in.get(id(function), ()):
+        calls_in, calls_of = _call_tables(self.index)
+        for site in calls_in.get(id(function), ()):
             if site.qualname in LOADERS:
                 return True
             if isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value in LOADER_METHODS:
@@ -274,7 +266,7 @@ class GradContext:
         if depth > 3 or self.index.enclosing(function, cst.ClassDef) is not None:
             return False
         # A module-level helper called only from checkpoint-loading functions of this module.
-        callers = self._calls_of.get(function.name.value, ())
+        callers = calls_of.get(function.name.value, ())
         if not callers:
             return False
         for site in callers:
@@ -361,3 +353,19 @@ def _list_elements(call: cst.Call) -> list[cst.BaseExpression]:
     if call.args and isinstance(call.args[0].value, (cst.List, cst.Tuple)):
         return [e.value for e in call.args[0].value.elements]
     return []
+
+
+def _call_tables(index: ModuleIndex) -> tuple[dict, dict]:
+    """The module's call sites by enclosing function (id) and, for `name(...)` calls, by name,
+    in the order of index.calls. Kept on the index: every GradContext of it (the op matcher's,
+    each summary's) asks."""
+    found = index.derived.get("calls by function")
+    if found is None:
+        calls_in: dict[int, list[CallSite]] = {}
+        calls_of: dict[str, list[CallSite]] = {}
+        for site in index.calls:
+            calls_in.setdefault(id(index.enclosing(site.node, cst.FunctionDef)), []).append(site)
+            if type(site.node.func) is cst.Name:
+                calls_of.setdefault(site.node.func.value, []).append(site)
+        found = index.derived["calls by function"] = (calls_in, calls_of)
+    return found
