@@ -7,9 +7,10 @@ import random
 
 import pytest
 
+from edit_chains import edit_chain
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.pipeline.cache import structural_digest
-from torchrepro_lint.pipeline.source import SourceFile, physical_lines
+from torchrepro_lint.pipeline.source import SourceFile
 from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.project.extract.lowering import Lowering
 from torchrepro_lint.server.edited_source import EditedSource
@@ -126,15 +127,18 @@ def _edit(previous_source, text):
     return EditedSource("script.py", text, previous=previous_source.parsed)
 
 
-def test_an_edit_in_one_method_takes_the_other_functions():
+def _lowering_after(old: str, new: str) -> Lowering:
+    """The lowering of SCRIPT with `old` replaced by `new`, from SCRIPT's (checked as whole)."""
     first = EditedSource("script.py", SCRIPT)
     state, _ = _check(first, None)
-    text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n            step = 1\n")
-    second = _edit(first, text)
-    _, lowering, _ = _lowered(second, state)
+    (_, lowering, _), _ = _check(_edit(first, SCRIPT.replace(old, new)), state)
+    return lowering
+
+
+def test_an_edit_in_one_method_takes_the_other_functions():
+    lowering = _lowering_after("            loss.backward()\n", "            loss.backward()\n            step = 1\n")
     assert lowering.reuse is not None
     assert lowering.reuse.paths == {"set_seed", "Trainer.__init__", "Trainer.export", "build", "build.block", "main", "fast_path"}
-    _check(_edit(first, text), state)
 
 
 @pytest.mark.parametrize(
@@ -146,35 +150,21 @@ def test_an_edit_in_one_method_takes_the_other_functions():
     ],
 )
 def test_an_edit_that_other_functions_read_takes_none(line):
-    first = EditedSource("script.py", SCRIPT)
-    state, _ = _check(first, None)
-    text = SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n" + "    " + line)
-    _, lowering, _ = _lowered(_edit(first, text), state)
+    lowering = _lowering_after("            loss.backward()\n", "            loss.backward()\n" + "    " + line)
     assert lowering.reuse is None
 
 
 def test_an_edit_at_the_top_level_takes_nothing():
-    first = EditedSource("script.py", SCRIPT)
-    state, _ = _check(first, None)
-    text = SCRIPT.replace("    main()\n", "    torch.manual_seed(1)\n    main()\n")
-    _, lowering, _ = _lowered(_edit(first, text), state)
-    assert lowering.reuse is None
+    assert _lowering_after("    main()\n", "    torch.manual_seed(1)\n    main()\n").reuse is None
 
 
 def test_an_edit_in_a_function_under_a_top_level_try_takes_nothing():
     # The `try` is a new statement on the way down to the edit, and top-level code: lowered whole.
-    first = EditedSource("script.py", SCRIPT)
-    state, _ = _check(first, None)
-    text = SCRIPT.replace("        return x\n", "        y = x\n        return x\n")
-    _, lowering, _ = _lowered(_edit(first, text), state)
-    assert lowering.reuse is None
+    assert _lowering_after("        return x\n", "        y = x\n        return x\n").reuse is None
 
 
 def test_a_function_nested_in_the_edited_one_is_lowered_again():
-    first = EditedSource("script.py", SCRIPT)
-    state, _ = _check(first, None)
-    text = SCRIPT.replace("    return model\n", "    width = 4\n    return model\n")
-    _, lowering, _ = _lowered(_edit(first, text), state)
+    lowering = _lowering_after("    return model\n", "    width = 4\n    return model\n")
     assert "build" not in lowering.reuse.paths and "build.block" not in lowering.reuse.paths
     assert "main" in lowering.reuse.paths
 
@@ -185,21 +175,7 @@ def test_random_edits_give_the_ir_of_a_whole_lowering(seed):
     source = EditedSource("script.py", SCRIPT)
     state, _ = _check(source, None)
     taken = 0
-    for _ in range(30):
-        lines = physical_lines(source.text)
-        at = rng.randrange(len(lines) + 1)
-        choice = rng.random()
-        if choice < 0.6:
-            lines.insert(at, rng.choice(SNIPPETS))
-        elif choice < 0.8 and at < len(lines):
-            del lines[at]
-        elif at < len(lines):
-            lines[at] = lines[at].rstrip("\n") + "  # changed\n"
-        text = "".join(lines)
-        try:
-            compile(text, "script.py", "exec")
-        except SyntaxError:
-            continue
+    for text in edit_chain(rng, SCRIPT, SNIPPETS, 30):
         source = _edit(source, text)
         state, count = _check(source, state)
         taken += count

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
-from torchrepro_lint.pipeline.source import physical_lines
+from edit_chains import edit_chain
 
 # A training script with the shapes reparse has to get right: decorators, nested blocks,
 # comments owned by a block's footer, blank lines between statements, a trailing comment.
@@ -196,21 +196,7 @@ def test_random_edits_give_the_tree_of_a_whole_parse(seed):
     rng = random.Random(seed)
     previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
     reparsed = 0
-    for _ in range(40):
-        lines = physical_lines(previous.text)
-        at = rng.randrange(len(lines) + 1)
-        choice = rng.random()
-        if choice < 0.5:
-            lines.insert(at, rng.choice(SNIPPETS))
-        elif choice < 0.75 and at < len(lines):
-            del lines[at]
-        elif at < len(lines):
-            lines[at] = lines[at].rstrip("\n") + "  # changed\n"
-        text = "".join(lines)
-        try:
-            compile(text, "script.py", "exec")
-        except SyntaxError:
-            continue
+    for text in edit_chain(rng, SCRIPT, SNIPPETS, 40):
         got = _check(previous, text)
         reparsed += got is not None
         previous = got if got is not None else ParsedText(text, cst.parse_module(text))

@@ -8,11 +8,12 @@ import random
 import libcst as cst
 import pytest
 
+from edit_chains import edit_chain
 from test_reparse import SCRIPT, SNIPPETS
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.walk_reuse import index_shape
 from torchrepro_lint.pipeline.reparse import ParsedText
-from torchrepro_lint.pipeline.source import SourceFile, physical_lines
+from torchrepro_lint.pipeline.source import SourceFile
 from torchrepro_lint.server.edited_source import EditedSource
 
 
@@ -80,21 +81,8 @@ def test_random_edits_give_the_index_of_a_whole_walk(seed):
     source = _edited(None, SCRIPT)
     ModuleIndex(source, "pkg")
     taken = 0
-    for _ in range(40):
-        lines = physical_lines(source.text)
-        at = rng.randrange(len(lines) + 1)
-        choice = rng.random()
-        if choice < 0.5:
-            lines.insert(at, rng.choice([*SNIPPETS, "    global_name = helper()\n", "import os as random\n", "    def random(): pass\n"]))
-        elif choice < 0.75 and at < len(lines):
-            del lines[at]
-        elif at < len(lines):
-            lines[at] = lines[at].rstrip("\n") + "  # changed\n"
-        text = "".join(lines)
-        try:
-            compile(text, "script.py", "exec")
-        except SyntaxError:
-            continue
+    snippets = [*SNIPPETS, "    global_name = helper()\n", "import os as random\n", "    def random(): pass\n"]
+    for text in edit_chain(rng, SCRIPT, snippets, 40):
         source = _edited(source, text)
         _check(source)
         taken += source.parsed.walk.taken
