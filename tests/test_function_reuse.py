@@ -12,7 +12,7 @@ from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.source import SourceFile
 from torchrepro_lint.project.extract.function_reuse import function_reuse
-from torchrepro_lint.project.extract.lowering import Lowering
+from torchrepro_lint.project.extract.lowering import ExpressionTexts, Lowering
 from torchrepro_lint.server.edited_source import EditedSource
 
 # Functions that read each other's facts: a class whose methods store and read a device, a
@@ -99,7 +99,7 @@ SNIPPETS = [
 def _lowered(source, previous):
     """The index, the lowering and what it took, of `source` (from `previous`, the last one)."""
     index = ModuleIndex(source, "pkg")
-    lowering = Lowering(index)
+    lowering = Lowering(index, None, previous[1].texts if previous is not None else ExpressionTexts.start())
     if previous is not None:
         old_source, old_lowering, module_ir = previous
         lowering.reuse = function_reuse(index, old_source.module, module_ir, old_lowering.nodes, old_lowering.layout)
@@ -110,15 +110,20 @@ def _lowered(source, previous):
 def _whole(text: str, tree):
     source = SourceFile("script.py", text)
     source.__dict__["module"] = tree  # the same tree, lowered whole
-    lowering = Lowering(ModuleIndex(source, "pkg"))
+    lowering = Lowering(ModuleIndex(source, "pkg"), None, ExpressionTexts.start())
     return lowering, lowering.build()
 
 
 def _check(source, previous):
-    _, lowering, module_ir = _lowered(source, previous)
+    index, lowering, module_ir = _lowered(source, previous)
     whole_lowering, whole_ir = _whole(source.text, source.module)
     assert structural_digest(module_ir) == structural_digest(whole_ir)
     assert [id(node) for node in lowering.nodes] == [id(node) for node in whole_lowering.nodes]
+    # the texts a whole lowering generates are there for the next one (with those of earlier
+    # lowerings still in the tree)
+    assert set(whole_lowering.texts.now) <= set(lowering.texts.now)
+    assert all(text == lowering.texts.now[key][1] for key, (_, text) in whole_lowering.texts.now.items())
+    assert all(node in index.parents for node, _ in lowering.texts.now.values())  # only this tree's
     taken = len(lowering.reuse.paths) + 1 if lowering.reuse is not None else 0  # (and the top level)
     return (source, lowering, module_ir), taken
 

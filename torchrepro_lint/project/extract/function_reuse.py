@@ -54,6 +54,7 @@ class FunctionReuse:
     nodes: list
     layout: RefLayout
     paths: frozenset[str]
+    gone: list  # the previous tree's nodes the edit took out
 
 
 def function_reuse(index: ModuleIndex, tree, module: ir.ModuleIR, nodes: list, layout: RefLayout) -> FunctionReuse | None:
@@ -72,7 +73,7 @@ def function_reuse(index: ModuleIndex, tree, module: ir.ModuleIR, nodes: list, l
         path for path, node in index.functions.items()
         if before.functions.get(path) is node and not any(path == e or path.startswith(e + ".") for e in edited)
     )
-    return FunctionReuse(module, nodes, layout, paths)
+    return FunctionReuse(module, nodes, layout, paths, changes[1])
 
 
 def _edited_functions(index: ModuleIndex, before: Walk, added: list, gone: list) -> set[str] | None:

@@ -68,6 +68,8 @@ class Lowering(CallLowering):
     # -- module ------------------------------------------------------------------------
     def build(self) -> ir.ModuleIR:
         reuse = self.reuse
+        if reuse is not None and self.texts is not None:
+            self.texts.keep_taken(reuse.gone)
         if reuse is not None:
             self.nodes.extend(reuse.nodes[: reuse.layout.top])
             top, guard, work = reuse.module.top, reuse.module.main_guard, reuse.module.has_top_level_work
@@ -364,6 +366,16 @@ class ExpressionTexts:
     @classmethod
     def start(cls) -> ExpressionTexts:
         return cls((None, None), {})
+
+    def keep_taken(self, gone) -> None:
+        """For a lowering that takes parts of the previous one (function_reuse.py), which asks
+        no texts of them: keep the previous texts too, but those of the nodes the edit took out
+        of the tree (`gone`), so the next lowering still finds them."""
+        now = dict(self.before)
+        for node in gone:
+            now.pop(id(node), None)
+        now.update(self.now)
+        self.now = now
 
     def code(self, node: cst.BaseExpression, module: cst.Module) -> str:
         key = id(node)
