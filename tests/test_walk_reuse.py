@@ -87,3 +87,22 @@ def test_random_edits_give_the_index_of_a_whole_walk(seed):
         _check(source)
         taken += source.parsed.walk.taken
     assert taken > 0
+
+
+def test_a_tree_holding_one_statement_twice_is_walked_whole():
+    # A hand-built tree may share a node between two places (a reparse never does): taking the
+    # statement a second time would count its nodes twice, so the whole tree is walked.
+    first = _edited(None, SCRIPT)
+    ModuleIndex(first, "pkg")
+    body = first.module.body
+    doubled = first.module.with_changes(body=[*body, body[1]])
+
+    class Doubled(EditedSource):
+        def walk_before(self):
+            return first.parsed.walk
+
+    source = Doubled("script.py", doubled.code)
+    source.__dict__["module"] = doubled
+    index = _check(source)
+    assert index.walk.taken == 0  # (walked again whole)
+    assert list(index.parents).count(body[1]) == 1
