@@ -8,8 +8,9 @@ scope, the scopes it opens, the functions and classes it defines under that scop
 imports. So the walk records, for every statement of a block, where its part of each table
 starts and ends (`Walk`), and the next walk takes a statement it meets again from that record
 instead of walking it (`Walk.take`; with the statements recorded right after it, as one run),
-in the same place of each table. The statement's own
-parent is the new one; the scopes it opens are copies, so the previous index stays as it was.
+in the same place of each table. The statement's own parent is the new one; the scopes it opens
+are copies, so the previous index stays as it was. `edit_nodes` then tells what the edit
+changed (function_reuse.py lowers only that).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class StatementRecord:
 
 class Walk:
     """One walk's record. Tables: the index's parents, calls, scope_of and imports, and the
-    walk's own log of bindings, definitions and statement records, all in walk order."""
+    walk's own log of bindings, definitions and statement records, all in walk order (and the
+    index's functions and classes, for function_reuse.py)."""
 
     def __init__(self, package: str | None) -> None:
         self.package = package
@@ -65,7 +67,7 @@ class Walk:
     # -- taking statements again ------------------------------------------------------------
     def open(self) -> None:
         """Ready to be taken from (once per walk that takes from it)."""
-        self.before = None  # (what it took from is of no use now: the chain stops here)
+        self.before = None  # (the walk this one took from is of no use now: no chain of trees)
         if self._by_node is None:
             self._items = list(self.parents.items())
             self._scopes = list(self.scope_of.items())
@@ -85,7 +87,7 @@ class Walk:
         roots, last = [node], first
         while pending and pending[-1][1] is parent:
             following = self._by_node.get(id(pending[-1][0]))
-            if following is None or following.node is not pending[-1][0] or following.start != last.end:
+            if following is None or following.node is not pending[-1][0] or following.start != last.end or following.scope is not old_scope:
                 break
             roots.append(pending.pop()[0])
             last = following
