@@ -32,12 +32,12 @@ from pathlib import Path
 import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
-from torchrepro_lint.analysis.walk_reuse import index_shape
-from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.analysis.same_code import node_pairs
+from torchrepro_lint.analysis.walk_reuse import index_shape
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
 from torchrepro_lint.pipeline.source import ParseFailure, SourceFile, physical_lines
+from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.project.extract.lowering import Lowering
 from torchrepro_lint.server import recompile
 
@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ir", action="store_true", help="also check same_code.py's IR reuse")
     parser.add_argument("--compile", action="store_true", help="also check recompile.py")
-    parser.add_argument("--index", action="store_true", help="also check walk_reuse.py")
+    parser.add_argument("--index", action="store_true", help="also check walk_reuse.py and function_reuse.py")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     files = sorted(args.directory.rglob("*.py"))
