@@ -8,7 +8,7 @@ were reparsed, how many fell back to a whole parse, and every difference (exit s
 
 With --compile, also check server/recompile.py: for every edited text, compiling only the
 statements the edit touched must give CPython's verdict on the whole text, and the same first
-line for every top-level statement.
+and last line for every statement down `body` chains.
 
 With --index, also check analysis/walk_reuse.py and project/extract/function_reuse.py: the
 index of each reparsed text, built by taking the previous text's walk for every statement the
@@ -186,7 +186,7 @@ def _check_compile(path: Path, previous, text: str, counts: dict):
         firsts = [recompile._first_line(s) + o for s, o in zip(got.tree.body, got.offsets)]
         same = firsts == [recompile._first_line(s) for s in whole.tree.body] and [type(s) for s in got.tree.body] == [
             type(s) for s in whole.tree.body
-        ]
+        ] and recompile.statement_lines(got) == recompile.statement_lines(whole)
         found = got
     if not same:
         counts["compile different"] += 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 from array import array
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -95,7 +96,11 @@ class StatementSpans:
                     raise _Unmapped
                 first_line = self.top.first_line(index)
                 break
-            ast_statement, offset = self.top.statement(index) if ast_body is None else (ast_body[index], offset)
+            if ast_body is None:
+                ast_statement, offset = self.top.statement(index)
+            else:
+                ast_statement = ast_body[index]
+                offset = self.top.inside(ast_statement, offset)
             if expected is not None and not isinstance(ast_statement, expected):
                 raise _Unmapped
             if type(statement) is cst.SimpleStatementLine and isinstance(ast_statement, _COMPOUND_AST):
@@ -142,14 +147,35 @@ def statement_bounds(tree: ast.Module) -> array:
     return out
 
 
-class _Whole:
-    """CPython's tree of the whole text (and lines to add per top-level statement, if any)."""
+@dataclass(frozen=True)
+class LineOffsets:
+    """Lines to add to the line numbers of a tree compiled in part (server/recompile.py): per
+    top-level statement, and for statements inside them that an edit moved, by id (with the
+    statement), on top of what the statement around them gets. Only `body` chains are kept
+    exact: placing goes down a statement's body alone."""
 
-    def __init__(self, tree: ast.Module, offsets) -> None:
-        self.body, self.offsets = tree.body, offsets
+    top: tuple[int, ...]
+    nested: dict
+
+    def inside(self, statement: ast.stmt) -> int:
+        found = self.nested.get(id(statement))
+        return found[1] if found is not None and found[0] is statement else 0
+
+
+class _Whole:
+    """CPython's tree of the whole text (and lines to add per statement, if any)."""
+
+    def __init__(self, tree: ast.Module, offsets: LineOffsets | tuple | None) -> None:
+        self.body = tree.body
+        self.offsets = offsets.top if isinstance(offsets, LineOffsets) else offsets
+        self.nested = offsets if isinstance(offsets, LineOffsets) and offsets.nested else None
 
     def statement(self, index: int) -> tuple[ast.stmt, int]:
         return self.body[index], self.offsets[index] if self.offsets is not None else 0
+
+    def inside(self, statement: ast.stmt, offset: int) -> int:
+        """The lines to add to a statement inside a top-level one, given its block's."""
+        return offset + self.nested.inside(statement) if self.nested is not None else offset
 
     def first_line(self, index: int) -> int:
         statement, offset = self.statement(index)
@@ -173,6 +199,9 @@ class _Pieces:
 
     def first_line(self, index: int) -> int:
         return self.bounds[3 * index]
+
+    def inside(self, statement: ast.stmt, offset: int) -> int:
+        return offset
 
     def is_compound(self, index: int) -> bool:
         return bool(self.bounds[3 * index + 2])

@@ -61,5 +61,5 @@ def edited_source(path, text: str, previous: ParsedText | None, compiled: Compil
     if compiled is None or compiled.text != text:
         return EditedSource(path, text, previous=previous)
     return EditedSource(
-        path, text, syntax_tree=compiled.tree, syntax_offsets=compiled.offsets, _compiles=True, previous=previous
+        path, text, syntax_tree=compiled.tree, syntax_offsets=compiled.line_offsets(), _compiles=True, previous=previous
     )
