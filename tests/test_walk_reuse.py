@@ -48,21 +48,28 @@ def test_an_edit_in_one_function_takes_every_other_statement_from_the_record():
     assert walk.taken == len(kept) > 8
 
 
-def test_a_statement_under_a_renamed_class_is_walked_again():
-    # Reparsing never moves a kept statement to another scope; a tree built by hand can.
+def _built_by_hand(make_tree):
+    """The index of a tree made by `make_tree` from SCRIPT's, taking from SCRIPT's walk."""
     first = _edited(None, SCRIPT)
     ModuleIndex(first, "pkg")
-    renamed = first.module.with_changes(
-        body=[s.with_changes(name=cst.Name("Other")) if isinstance(s, cst.ClassDef) else s for s in first.module.body]
-    )
+    tree = make_tree(first.module)
 
-    class Renamed(EditedSource):
+    class ByHand(EditedSource):
         def walk_before(self):
             return first.parsed.walk
 
-    source = Renamed("script.py", renamed.code)
-    source.__dict__["module"] = renamed
-    index = _check(source)
+    source = ByHand("script.py", tree.code)
+    source.__dict__["module"] = tree
+    return _check(source)
+
+
+def test_a_statement_under_a_renamed_class_is_walked_again():
+    # Reparsing never moves a kept statement to another scope; a tree built by hand can.
+    index = _built_by_hand(
+        lambda module: module.with_changes(
+            body=[s.with_changes(name=cst.Name("Other")) if isinstance(s, cst.ClassDef) else s for s in module.body]
+        )
+    )
     assert "Other.__init__" in index.functions and "Net.__init__" not in index.functions
 
 
@@ -92,17 +99,6 @@ def test_random_edits_give_the_index_of_a_whole_walk(seed):
 def test_a_tree_holding_one_statement_twice_is_walked_whole():
     # A hand-built tree may share a node between two places (a reparse never does): taking the
     # statement a second time would count its nodes twice, so the whole tree is walked.
-    first = _edited(None, SCRIPT)
-    ModuleIndex(first, "pkg")
-    body = first.module.body
-    doubled = first.module.with_changes(body=[*body, body[1]])
-
-    class Doubled(EditedSource):
-        def walk_before(self):
-            return first.parsed.walk
-
-    source = Doubled("script.py", doubled.code)
-    source.__dict__["module"] = doubled
-    index = _check(source)
+    index = _built_by_hand(lambda module: module.with_changes(body=[*module.body, module.body[1]]))
     assert index.walk.taken == 0  # (walked again whole)
-    assert list(index.parents).count(body[1]) == 1
+    assert list(index.parents).count(index.module.body[1]) == 1
