@@ -469,6 +469,8 @@ def test_a_comment_typed_above_a_finding_keeps_the_ir_and_moves_the_finding(tmp_
     session.buffers[train] = commented
     after = session.analyse().findings
     assert train_ir() is ir_before  # not lowered again
+    index = next(m._index for m in session._modules.values() if m.path.name == "train.py")
+    assert index.walk.taken and index.walk.before is None  # indexed from the last walk, which is let go
     assert after == Workspace(tmp_path, persistent=False).open(train, commented).analyse().findings
     quoted = [f.message for fs in after.values() for f in fs if "train.py:" in f.message]
     assert quoted and all("train.py:11" in message for message in quoted)  # was line 10

@@ -408,6 +408,8 @@ class ProjectIndex:
             return None
         nodes = [pairs.get(id(node), node) for node in previous._nodes]
         index = ModuleIndex(source, package)  # (its rules will read it; and a module with a tree keeps it within budget)
+        if index.walk is not None:
+            index.walk.before = None  # (its lowering is the previous one: no edit to look at, no tree to keep)
         module = ProjectModule(path, name, package, search_root, source, previous._ir, linted, self.helpers, index, nodes, self.lowered)
         module.expression_texts = previous.expression_texts
         module.layout = previous.layout
