@@ -59,6 +59,7 @@ class Interpreter:
         self.imported: set[int] = set()
         self.callbacks: dict[tuple[int, str], Symbol] = {}
         self.effectful_memo: dict[tuple[int, str], bool] = {}
+        self.binds_only_memo: dict[int, bool] = {}  # id(ir.Branch) -> binds_only
         self.lookups: set[int] | None = None  # while a recording (recordings.py) runs: modules tested for imported-ness
         # Paths an exception is taking out of what runs now (see `caught`): they skip the rest of
         # each block and call until a `try` takes them, or the program ends on them.
@@ -198,6 +199,8 @@ class Interpreter:
         if isinstance(value, ir.Const):
             return self.block(branch.then if value.value else branch.orelse, states, frame)
         key, polarity = condition_key(value)
+        if self.binds_only(branch):
+            return self.binding_branch(branch, states, frame, key, polarity), []
         out: list[PathState] = []
         returned: list[PathState] = []
         untouched = True
@@ -224,6 +227,27 @@ class Interpreter:
             # (most branches of a library's top level). Effects and guards are kept in the facts.
             return states, []
         return bounded(out), returned
+
+    def binding_branch(self, branch: ir.Branch, states: list[PathState], frame: Frame, key: str, polarity: bool):
+        """A branch whose arms only bind names (`_binds_only`): no arm can change a path, so the
+        paths come out as they went in (as `branch` finds after splitting them, at the cost of
+        a new state per path and arm). Each arm some path can take still runs, for its bindings."""
+        for truth, body in ((True, branch.then), (False, branch.orelse)):
+            contradicted = (key, truth != polarity)  # (the arm assumes the key is `truth == polarity`)
+            if not key or not all(contradicted in state.assumptions for state in states):
+                self.block(body, states, frame)
+        return states
+
+    def binds_only(self, branch: ir.Branch) -> bool:
+        """Both arms hold nothing but assignments, function references and branches like this one:
+        nothing that reads or changes a path's state (no effect, call, import, return or raise)."""
+        found = self.binds_only_memo.get(id(branch))  # (the run's IR outlives the run)
+        if found is None:
+            found = self.binds_only_memo[id(branch)] = all(
+                isinstance(s, (ir.Assign, ir.FunctionRef)) or (isinstance(s, ir.Branch) and self.binds_only(s))
+                for s in (*branch.then, *branch.orelse)
+            )
+        return found
 
     def declines_a_seed(self, taken, other, frame: Frame) -> bool:
         """Taking `taken` skips an optional seed: the other arm seeds torch and this one does not
@@ -633,3 +657,4 @@ def _stored_on(receiver: str | None, frame: Frame) -> dict:
 
 
 _FRESH = PathState()
+
