@@ -79,6 +79,40 @@ class _Level:
         return out  # statement k covers [out[k], out[k + 1]); out[-1] is where the block ends
 
 
+class EditSpan:
+    """The lines of two texts of a buffer and where they differ (`edited_lines`), for the last
+    few pairs: the syntax gate (server/recompile.py) and the reparse ask the same of each edit,
+    and the previous text's lines were split on the edit before."""
+
+    kept = 4
+
+    def __init__(self) -> None:
+        self._lines: dict[str, tuple[str, ...]] = {}
+        self._spans: dict[tuple[str, str], tuple[int, int, int]] = {}
+
+    def lines(self, text: str) -> tuple[str, ...]:
+        found = self._lines.get(text)
+        if found is None:
+            if len(self._lines) >= self.kept:
+                del self._lines[next(iter(self._lines))]  # (the oldest)
+            found = self._lines[text] = tuple(physical_lines(text))
+        return found
+
+    def __call__(self, old_text: str, new_text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[int, int, int]]:
+        """(old lines, new lines, (start, end, delta) as edited_lines gives them)."""
+        old, new = self.lines(old_text), self.lines(new_text)
+        key = (old_text, new_text)
+        span = self._spans.get(key)
+        if span is None:
+            if len(self._spans) >= self.kept:
+                del self._spans[next(iter(self._spans))]
+            span = self._spans[key] = edited_lines(old, new)
+        return old, new, span
+
+
+edit_span = EditSpan()
+
+
 def edited_lines(old: list[str], new: list[str]) -> tuple[int, int, int]:
     """(start, end, delta): the lines `old[start:end]` became `new[start:end + delta]`, and the
     lines before and after are the same in both."""
@@ -107,9 +141,8 @@ class _Reparse:
     def __init__(self, previous: ParsedText, text: str) -> None:
         self.previous, self.text = previous, text
         self.module = previous.module
-        self.old, self.new = physical_lines(previous.text), physical_lines(text)
         # old lines [same_start, changed_end) were replaced
-        self.same_start, self.changed_end, self.delta = edited_lines(self.old, self.new)
+        self.old, self.new, (self.same_start, self.changed_end, self.delta) = edit_span(previous.text, text)
 
     def run(self) -> ParsedText:
         module = self.module

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchrepro_lint.pipeline.positions import LineOffsets
-from torchrepro_lint.pipeline.reparse import edited_lines
-from torchrepro_lint.pipeline.source import ParseFailure, SourceFile, physical_lines
+from torchrepro_lint.pipeline.reparse import edit_span
+from torchrepro_lint.pipeline.source import ParseFailure, SourceFile
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,7 @@ def compile_text(path: Path, text: str, previous: Compiled | None = None) -> Com
 
 
 def _recompiled(path: Path, previous: Compiled, text: str) -> Compiled | None:
-    new = physical_lines(text)
-    same_start, changed_end, delta = edited_lines(physical_lines(previous.text), new)
+    _, new, (same_start, changed_end, delta) = edit_span(previous.text, text)
     body, offsets = previous.tree.body, previous.offsets
     kept = 0  # statements wholly before the edit (their last line unchanged)
     while kept < len(body) and body[kept].end_lineno + offsets[kept] <= same_start:
