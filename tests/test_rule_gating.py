@@ -70,6 +70,20 @@ def test_triggers_match_whole_words_only():
     assert occurs("num_workers", 'kwargs = {"num_workers": 4}')
     assert occurs("{", "s = {x}") and occurs("{", "d={1: 2}")
     assert occurs("seed", "random.seed()") and not occurs("seed", "seeded = 1")
+    assert occurs("café", "x = café + 1") and not occurs("caf", "x = café + 1")  # (\w is Unicode's)
+    assert occurs("x1", "y=x1") and not occurs("x1", "y = x12") and not occurs("x1", "y = _x1")
+
+
+def test_identifier_words_are_found_as_the_whole_word_search_finds_them():
+    """A word of word characters is looked up among the text's identifiers, not searched: the
+    answer must be the regular expression's, at any edge of the text and next to any character."""
+    from torchrepro_lint.rules.base import _occurs_in, _whole_word
+
+    texts = ["put", " put", "put ", "input", "put_", "x.put(1)", "put\n", "é put", "puté", "9put", "put9", "'put'", "#put", ""]
+    for text in texts:
+        for word in ("put", "pu", "ut"):
+            expected = word in text and _whole_word(word).search(text) is not None
+            assert _occurs_in(text, word) is expected, (word, text)
 
 
 # -- soundness: the same findings with the gate forced open -----------------------------------
