@@ -348,6 +348,9 @@ class _IndexBuilder:
                 parents[node] = parent
                 if len(parents) != size:  # as in parents: a node met twice keeps its first place
                     bucket.append(node)
+                    if record is not None:
+                        record.keys.append(node)
+                        record.values.append(parent)
             inner = scope
             if handler is not None:
                 inner = handler(node, scope) or scope
