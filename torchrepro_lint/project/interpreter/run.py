@@ -200,7 +200,8 @@ class Interpreter:
             return self.block(branch.then if value.value else branch.orelse, states, frame)
         key, polarity = condition_key(value)
         if self.binds_only(branch):
-            return self.binding_branch(branch, states, frame, key, polarity), []
+            self.binding_branch(branch, value, states, frame)
+            return states, []
         out: list[PathState] = []
         returned: list[PathState] = []
         untouched = True
@@ -228,15 +229,39 @@ class Interpreter:
             return states, []
         return bounded(out), returned
 
-    def binding_branch(self, branch: ir.Branch, states: list[PathState], frame: Frame, key: str, polarity: bool):
-        """A branch whose arms only bind names (`_binds_only`): no arm can change a path, so the
-        paths come out as they went in (as `branch` finds after splitting them, at the cost of
-        a new state per path and arm). Each arm some path can take still runs, for its bindings."""
+    def binding_branch(self, branch: ir.Branch, value, states: list[PathState], frame: Frame, assumed: tuple = ()) -> None:
+        """Run a branch whose arms only bind names (`binds_only`) for those bindings. No arm can
+        change a path, so `branch` would give the paths back as they came, after a new state per
+        path and arm; here an arm's paths are `states` as they are, with the literals of the arms
+        around it (`assumed`) held apart. An arm runs where some path can take it, as in `branch`:
+        one whose state, with `assumed`, does not contradict the arm's condition. `value`: the
+        condition's, evaluated."""
+        if isinstance(value, ir.Const):
+            self._binding_block(branch.then if value.value else branch.orelse, states, frame, assumed)
+            return
+        key, polarity = condition_key(value)
         for truth, body in ((True, branch.then), (False, branch.orelse)):
-            contradicted = (key, truth != polarity)  # (the arm assumes the key is `truth == polarity`)
-            if not key or not all(contradicted in state.assumptions for state in states):
-                self.block(body, states, frame)
-        return states
+            if not key:
+                self._binding_block(body, states, frame, assumed)
+                continue
+            wanted = truth == polarity
+            if (key, not wanted) in assumed:
+                continue
+            taken = [*assumed, (key, wanted)]
+            if any(all((k, not t) not in state.assumptions for k, t in taken) for state in states):
+                self._binding_block(body, states, frame, tuple(taken))
+
+    def _binding_block(self, statements, states: list[PathState], frame: Frame, assumed: tuple) -> None:
+        """`block` for the statements `binds_only` allows (the same steps counted)."""
+        for statement in statements:
+            self.steps += 1
+            if self.steps > MAX_STEPS:
+                self.facts.truncated = True
+                break
+            if isinstance(statement, ir.Branch):
+                self.binding_branch(statement, self.evaluate(statement.cond, frame), states, frame, assumed)
+            else:
+                self.statement(statement, states, frame)
 
     def binds_only(self, branch: ir.Branch) -> bool:
         """Both arms hold nothing but assignments, function references and branches like this one:
@@ -657,4 +682,3 @@ def _stored_on(receiver: str | None, frame: Frame) -> dict:
 
 
 _FRESH = PathState()
-
