@@ -18,7 +18,10 @@ statement nearest the file's middle (usually inside a function; in timm's resnet
 level; `--where function`: of those inside a function) instead of at the end.
 Prints median and p90 in milliseconds per file, the server's peak RSS (VmHWM) and its RSS after
 the edits (VmRSS), and the load
-average before and after (the timings are wall-clock: a busy machine inflates them).
+average before and after (the timings are wall-clock: a busy machine inflates them). Beside
+them, the CPU time the server's threads used from each `didChange` to its diagnostics (Linux:
+/proc schedstat), which a busy machine inflates much less: on a shared 2-core machine wall
+medians of the same code varied by 20-40 ms between runs.
 """
 
 from __future__ import annotations
@@ -73,6 +76,17 @@ class Client:
                 params = message["params"]
                 if params["uri"] == uri and params.get("version") == version:
                     return params["diagnostics"]
+
+    def cpu_ns(self) -> int:
+        """CPU time the server's threads have run so far, in nanoseconds (/proc/PID/task/*/schedstat:
+        precise where the clock-tick counts of /proc/PID/stat are 10 ms steps)."""
+        total = 0
+        for stat in Path(f"/proc/{self.process.pid}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass  # (a thread that ended meanwhile)
+        return total
 
     def memory_mib(self, field: str) -> float:
         """VmHWM (peak resident memory) or VmRSS (now) of the server process."""
@@ -145,18 +159,21 @@ def main() -> int:
             client.wait_for_diagnostics(uri, 1)
             opened = time.perf_counter() - started
             line, indent = (len(text.split("\n")) - 1, "") if args.where == "end" else middle_statement(text, args.where == "function")
-            timings = []
+            timings, cpu = [], []
             for number in range(args.warmup + args.edits):
                 version = number + 2
                 inserted = indent + INSERTED[args.kind].format(number=number) + "\n"
                 change = {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": inserted}
+                cpu_before = client.cpu_ns()
                 started = time.perf_counter()
                 client.send({"method": "textDocument/didChange", "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
                 client.wait_for_diagnostics(uri, version)
                 elapsed = (time.perf_counter() - started) * 1000
+                used = (client.cpu_ns() - cpu_before) / 1e6
                 line += 1
                 if number >= args.warmup:
                     timings.append(elapsed)
+                    cpu.append(used)
             figures = {
                 "open_s": round(opened, 2),
                 "edits": len(timings),
@@ -164,10 +181,13 @@ def main() -> int:
                 "p90_ms": round(percentile(timings, 0.9), 1),
                 "min_ms": round(min(timings), 1),
                 "max_ms": round(max(timings), 1),
+                "cpu_median_ms": round(statistics.median(cpu), 1),
+                "cpu_p90_ms": round(percentile(cpu, 0.9), 1),
             }
             results["files"][name] = figures
             print(f"{name}: first diagnostics {figures['open_s']} s; {args.kind} edits: median {figures['median_ms']} ms, "
-                  f"p90 {figures['p90_ms']} ms (min {figures['min_ms']}, max {figures['max_ms']}, n={len(timings)})")  # fmt: skip
+                  f"p90 {figures['p90_ms']} ms (min {figures['min_ms']}, max {figures['max_ms']}, n={len(timings)}); "
+                  f"server CPU per edit: median {figures['cpu_median_ms']} ms, p90 {figures['cpu_p90_ms']} ms")  # fmt: skip
         results["peak_rss_mib"] = round(client.memory_mib("VmHWM"), 1)
         results["rss_after_edits_mib"] = round(client.memory_mib("VmRSS"), 1)
         client.request("shutdown", None)
