@@ -76,6 +76,7 @@ except ImportError:
 
 if __name__ == "__main__":
     main()
+VERSION = 1
 '''
 
 SNIPPETS = [
@@ -93,6 +94,9 @@ SNIPPETS = [
     "    lam = lambda: 1\n",
     "    # a comment\n",
     "DEVICE = 'cpu'\n",
+    "LIMIT = 2\n",
+    "STEPS = LIMIT\n",
+    "    main()\n",
 ]
 
 
@@ -124,7 +128,7 @@ def _check(source, previous):
     assert set(whole_lowering.texts.now) <= set(lowering.texts.now)
     assert all(text == lowering.texts.now[key][1] for key, (_, text) in whole_lowering.texts.now.items())
     assert all(node in index.parents for node, _ in lowering.texts.now.values())  # only this tree's
-    taken = len(lowering.reuse.paths) + 1 if lowering.reuse is not None else 0  # (and the top level)
+    taken = len(lowering.reuse.paths) + lowering.reuse.top if lowering.reuse is not None else 0  # (and the top level)
     return (source, lowering, module_ir), taken
 
 
@@ -159,13 +163,42 @@ def test_an_edit_that_other_functions_read_takes_none(line):
     assert lowering.reuse is None
 
 
-def test_an_edit_at_the_top_level_takes_nothing():
-    assert _lowering_after("    main()\n", "    torch.manual_seed(1)\n    main()\n").reuse is None
+END = "VERSION = 1\n"  # the script's last line (a line added after it is parsed alone)
 
 
-def test_an_edit_in_a_function_under_a_top_level_try_takes_nothing():
-    # The `try` is a new statement on the way down to the edit, and top-level code: lowered whole.
-    assert _lowering_after("        return x\n", "        y = x\n        return x\n").reuse is None
+@pytest.mark.parametrize(
+    "old,new",
+    [
+        ("    main()\n", "    torch.manual_seed(1)\n    main()\n"),  # `torch`: a name functions read
+        (END, END + 'DEVICE = "cpu"\n'),  # read by Trainer.__init__'s default
+        (END, END + "FALLBACK = DEVICE\n"),  # a name functions read, read
+        (END, END + "set_seed = build\n"),  # main() calls another function now: taken, its IR would differ
+        ("class Trainer:\n", "class Trainer:\n    retries = 2\n"),  # a class body: its methods may read it
+    ],
+    ids=["reads a name functions read", "rebinds a name a default reads", "reads it at the top level", "rebinds a function", "class body"],
+)
+def test_a_top_level_edit_that_functions_can_read_takes_nothing(old, new):
+    assert _lowering_after(old, new).reuse is None
+
+
+def test_a_top_level_edit_of_names_read_nowhere_else_takes_every_function():
+    # The top level is lowered again (its IR changed); no function can read the new name.
+    lowering = _lowering_after(END, END + "STEPS = 3\n")
+    assert lowering.reuse is not None and not lowering.reuse.top
+    assert lowering.reuse.paths == {"set_seed", "Trainer.__init__", "Trainer.fit", "Trainer.export", "build", "build.block", "main", "fast_path"}
+
+
+def test_a_top_level_edit_whose_values_reach_no_function_through_other_names():
+    # `LIMIT` is new, and only the new statements read it.
+    lowering = _lowering_after(END, END + "LIMIT = 3\nDEPTH = LIMIT\n")
+    assert lowering.reuse is not None and not lowering.reuse.top and "main" in lowering.reuse.paths
+
+
+def test_an_edit_in_a_function_under_a_top_level_try_lowers_the_top_level_again():
+    # The `try` is a new statement on the way down to the edit, and top-level code: the top
+    # level is lowered again, with the edited function; the other functions are taken.
+    lowering = _lowering_after("        return x\n", "        y = x\n        return x\n")
+    assert not lowering.reuse.top and "fast_path" not in lowering.reuse.paths and "main" in lowering.reuse.paths
 
 
 def test_a_function_nested_in_the_edited_one_is_lowered_again():
@@ -174,14 +207,28 @@ def test_a_function_nested_in_the_edited_one_is_lowered_again():
     assert "main" in lowering.reuse.paths
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_random_edits_give_the_ir_of_a_whole_lowering(seed):
+def _chain(seed: int) -> tuple[int, int]:
+    """Lowers a chain of random edits, each checked against a whole lowering: (parts taken,
+    lowerings that took the functions but lowered the top level again)."""
     rng = random.Random(seed)
     source = EditedSource("script.py", SCRIPT)
     state, _ = _check(source, None)
-    taken = 0
+    taken = top_again = 0
     for text in edit_chain(rng, SCRIPT, SNIPPETS, 30):
         source = _edit(source, text)
         state, count = _check(source, state)
         taken += count
-    assert taken > 0
+        top_again += state[1].reuse is not None and not state[1].reuse.top
+    return taken, top_again
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_random_edits_give_the_ir_of_a_whole_lowering(seed):
+    _chain(seed)  # (each lowering is compared with a whole one)
+
+
+def test_random_edits_take_parts_both_ways():
+    # (a chain of a few edits may happen to take nothing: the ten together must take both ways)
+    counts = [_chain(seed) for seed in range(10)]
+    assert sum(taken for taken, _ in counts) > 0
+    assert sum(top_again for _, top_again in counts) > 0

@@ -6,15 +6,21 @@ ms). A function's lowering reads its own subtree, and from outside it: names thr
 around it (the module's, a class's, an enclosing function's), the module's function and class
 tables, and a few module-wide facts (stores to an attribute anywhere, `self.x = ...` in a
 class's methods, calls that trace a model). So where the edit (`walk_reuse.edit_nodes`) is
-inert for all of those, the functions outside the edited one keep their IR, and so does the top
-level (whose statements are then the same, but for definitions, which it does not lower):
-- every changed node is inside a function (not at the top level or in a class body, nor in a
-  statement such as a top-level `try` that holds a definition: that is lowered whole);
+inert for all of those, the functions outside the edited one keep their IR:
+- no changed node is in a class body outside its methods (what the methods may read);
 - none is a definition, lambda, import, `global`/`nonlocal`, a store to an attribute, or a
   call that traces a model; a function or class on the way down to the edit (a new object
-  because its body changed) has the same header (name, parameters, decorators, bases).
-Then the module's bindings and its tables of functions and classes are the same too: only code
-outside functions, a definition, `global` or an import changes them.
+  because its body changed) has the same header (name, parameters, decorators, bases);
+- where the edit changed top-level code (an assignment added at the end of a script, a
+  statement such as a top-level `try` on the way down to an edited function), no name in that
+  code is a name anywhere else in the module (`_names_read_elsewhere`): a function reads the
+  module's names through its scope (rebinding `set_seed = build` changes what `set_seed()`
+  calls in every function), and another top-level statement can pass a value on (`B = A`).
+  The top level is then lowered again; otherwise its IR is taken too (its statements are the
+  same, but for definitions, which it does not lower).
+Then the module's tables of functions and classes are the same, and so are its bindings of the
+names the taken functions read: only code outside functions, a definition, `global` or an
+import changes them.
 A function nested in the edited one is lowered again (it reads the edited one's names). A taken
 function's IR comes with its node refs moved to where this lowering numbers them (`shifted`); the
 equivalence tests (tests/test_function_reuse.py, benchmarks/reparse_fuzz.py --index) compare
@@ -55,6 +61,7 @@ class FunctionReuse:
     layout: RefLayout
     paths: frozenset[str]
     gone: list  # the previous tree's nodes the edit took out
+    top: bool = True  # the top level's IR is taken too (False: the edit changed top-level code)
 
 
 def function_reuse(index: ModuleIndex, tree, module: ir.ModuleIR, nodes: list, layout: RefLayout) -> FunctionReuse | None:
@@ -66,21 +73,23 @@ def function_reuse(index: ModuleIndex, tree, module: ir.ModuleIR, nodes: list, l
         return None  # (lowered from another tree)
     changes = edit_nodes(walk)
     walk.before = None  # (the previous tree: of no more use)
-    edited = _edited_functions(index, before, *changes) if changes is not None else None
-    if edited is None:
+    found = _edited_functions(index, before, *changes) if changes is not None else None
+    if found is None:
         return None
+    edited, top_changed = found
     paths = frozenset(
         path for path, node in index.functions.items()
         if before.functions.get(path) is node and not any(path == e or path.startswith(e + ".") for e in edited)
     )
-    return FunctionReuse(module, nodes, layout, paths, changes[1])
+    return FunctionReuse(module, nodes, layout, paths, changes[1], top=not top_changed)
 
 
-def _edited_functions(index: ModuleIndex, before: Walk, added: list, gone: list) -> set[str] | None:
-    """The paths of the outermost functions holding the edit, where it is inert for the rest
-    of the module (see above); None where it is not (`before`: the tables of the previous
-    tree, which has the `gone` nodes)."""
+def _edited_functions(index: ModuleIndex, before: Walk, added: list, gone: list) -> tuple[set[str], bool] | None:
+    """(the paths of the outermost functions holding the edit, whether it changed top-level
+    code), where it is inert for the rest of the module (see above); None where it is not
+    (`before`: the tables of the previous tree, which has the `gone` nodes)."""
     edited: set[str] = set()
+    top_level: list = []  # changed nodes outside every function and class
     for side, nodes in ((index, added), (before, gone)):
         sites = {id(site.node): site for site in side.calls} if any(type(node) is cst.Call for node in nodes) else {}
         for node in nodes:
@@ -100,10 +109,26 @@ def _edited_functions(index: ModuleIndex, before: Walk, added: list, gone: list)
                 if site is None or site.qualname in TRACING_CALLS:
                     return None
             outermost = _outermost_function(side, node)
+            if outermost is _CLASS_BODY:
+                return None
             if outermost is None:
-                return None  # top-level code, or a class body
+                top_level.append(node)
+                continue
             edited.add(side.scope_of[outermost].qualpath)
-    return edited
+    if top_level and _names_read_elsewhere(index, top_level, added):
+        return None
+    return edited, bool(top_level)
+
+
+def _names_read_elsewhere(index: ModuleIndex, top_level: list, added: list) -> bool:
+    """Whether a name of the changed top-level code (one it binds, unbinds or reads) is also a
+    name anywhere else in the module: in a function, which reads module names through its
+    scopes, or in other top-level code, through which a value can reach one (`B = A`)."""
+    names = {node.value for node in top_level if type(node) is cst.Name}
+    if not names:
+        return False
+    changed = set(map(id, added))
+    return any(node.value in names and id(node) not in changed for node in index.nodes_of(cst.Name))
 
 
 def _same_header(node, side, index: ModuleIndex, before: Walk) -> bool:
@@ -128,7 +153,12 @@ def _stores_attribute(node) -> bool:
     return any(not isinstance(target, cst.Name) for target in targets)  # (tuples may hold attributes: refused too)
 
 
-def _outermost_function(side, node) -> cst.FunctionDef | None:
+_CLASS_BODY = object()  # _outermost_function's answer for a node in a class body
+
+
+def _outermost_function(side, node):
+    """The outermost function holding `node`; None at the top level; _CLASS_BODY in a class
+    body, outside its methods (what the class's methods may read)."""
     found = None
     parents = side.parents
     ancestor = parents.get(node)
@@ -136,7 +166,7 @@ def _outermost_function(side, node) -> cst.FunctionDef | None:
         if type(ancestor) is cst.FunctionDef:
             found = ancestor
         elif type(ancestor) is cst.ClassDef and found is None:
-            return None  # in a class body, outside its methods
+            return _CLASS_BODY
         ancestor = parents.get(ancestor)
     return found
 

@@ -70,7 +70,7 @@ class Lowering(CallLowering):
         reuse = self.reuse
         if reuse is not None and self.texts is not None:
             self.texts.keep_taken(reuse.gone)
-        if reuse is not None:
+        if reuse is not None and reuse.top:
             self.nodes.extend(reuse.nodes[: reuse.layout.top])
             top, guard, work = reuse.module.top, reuse.module.main_guard, reuse.module.has_top_level_work
         else:
