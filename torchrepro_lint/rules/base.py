@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable
 
 import libcst as cst
 
+from torchrepro_lint.analysis.identifiers import Identifiers
 from torchrepro_lint.analysis.text_memo import TextMemo
 from torchrepro_lint.findings import Finding, Severity
 
@@ -66,24 +67,12 @@ def occurs(word: str, text: str) -> bool:
 
 def _occurs_in(text: str, word: str) -> bool:
     if _IDENTIFIER.fullmatch(word):
-        return word in _identifiers(text)  # (one scan of the text for all of a rule set's words)
+        return word in _identifiers(text)  # (one count of the text's runs for all of a rule set's words)
     return word in text and _whole_word(word).search(text) is not None
 
 
 _IDENTIFIER = re.compile(r"\w+")
-_IDENTIFIERS: dict[str, frozenset] = {}  # the last few texts asked about: text -> its \w+ runs
-
-
-def _identifiers(text: str) -> frozenset:
-    """The maximal runs of word characters in `text`: a word made only of word characters
-    occurs as a whole word exactly where it is one of them. Every file is asked about some 150
-    trigger words (most absent), and one scan costs about what three searches for a word do."""
-    found = _IDENTIFIERS.get(text)
-    if found is None:
-        if len(_IDENTIFIERS) >= 8:
-            del _IDENTIFIERS[next(iter(_IDENTIFIERS))]
-        found = _IDENTIFIERS[text] = frozenset(_IDENTIFIER.findall(text))
-    return found
+_identifiers = Identifiers()
 
 
 _occurs = TextMemo(_occurs_in)
