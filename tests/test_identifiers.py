@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from torchrepro_lint.analysis import identifiers as identifiers_module
 from torchrepro_lint.analysis.identifiers import Identifiers, changed_stretch
 
 PIECES = ["x", "_", "seed", "torch", "é", "9", " ", "\n", ".", "(", ")", "=", "'", "#", "ab_c", "\t", "put_"]
@@ -35,7 +36,7 @@ def test_runs_counted_from_the_last_text_are_those_of_a_scan(seed):
         at = rng.randrange(len(text) + 1)
         cut = rng.randrange(0, 6)
         text = text[:at] + _text(rng, rng.randrange(0, 6)) + text[at + cut :]  # (an insertion, deletion or both)
-        stretch = changed_stretch(next(reversed(identifiers._counts)), text)
+        stretch = changed_stretch(next(reversed(identifiers._counts)), text)  # (the only text of its length)
         assert identifiers(text) == _scanned(text), text
         from_last += stretch is not None
     assert from_last > 40  # (most edits were counted from the last text)
@@ -52,3 +53,15 @@ def test_an_unrelated_text_is_scanned_whole():
     identifiers = Identifiers()
     identifiers("import torch\n" * 50)
     assert identifiers("seed = 1\n" * 40) == {"seed": 40, "1": 40}
+
+
+def test_two_buffers_edited_in_turn_are_each_counted_from_their_own_last_text(monkeypatch):
+    scans = []
+    monkeypatch.setattr(identifiers_module, "scanned", lambda text: scans.append(text) or _scanned(text))
+    identifiers = Identifiers()
+    short, long = "lr = 0.1\n" * 20, "import torch\nx = torch.randn(3)\n" * 60
+    identifiers(short), identifiers(long)
+    for number in range(5):
+        short, long = short + f"a{number} = 1\n", long + f"b{number} = 2\n"
+        assert identifiers(short) == _scanned(short) and identifiers(long) == _scanned(long)
+    assert len(scans) == 2  # (the first text of each)

@@ -17,7 +17,8 @@ _WORD_CHARACTER = re.compile(r"\w")
 
 
 class Identifiers:
-    """text -> {run: how many times it occurs}, for the last few texts asked about."""
+    """text -> {run: how many times it occurs}, for the last few texts asked about; a new text
+    is counted from the kept text of the nearest length where they differ in one short stretch."""
 
     kept = 8
 
@@ -27,16 +28,23 @@ class Identifiers:
     def __call__(self, text: str) -> dict[str, int]:
         found = self._counts.get(text)
         if found is None:
-            last = next(reversed(self._counts), None)
-            found = _counted_from(last, self._counts[last], text) if last is not None else None
+            # (the text of nearest length: the same buffer's last one, where several are edited)
+            nearest = min(self._counts, key=lambda kept: abs(len(kept) - len(text)), default=None)
+            found = _counted_from(nearest, self._counts[nearest], text) if nearest is not None else None
             if found is None:
-                found = {}
-                for run in _RUN.findall(text):
-                    found[run] = found.get(run, 0) + 1
+                found = scanned(text)
             if len(self._counts) >= self.kept:
                 del self._counts[next(iter(self._counts))]  # (the oldest)
             self._counts[text] = found
         return found
+
+
+def scanned(text: str) -> dict[str, int]:
+    """The runs of `text`, counted by one scan of it."""
+    found: dict[str, int] = {}
+    for run in _RUN.findall(text):
+        found[run] = found.get(run, 0) + 1
+    return found
 
 
 def _counted_from(old: str, counts: dict[str, int], new: str) -> dict[str, int] | None:
