@@ -65,3 +65,16 @@ def test_two_buffers_edited_in_turn_are_each_counted_from_their_own_last_text(mo
         short, long = short + f"a{number} = 1\n", long + f"b{number} = 2\n"
         assert identifiers(short) == _scanned(short) and identifiers(long) == _scanned(long)
     assert len(scans) == 2  # (the first text of each)
+
+
+def test_a_text_asked_on_every_edit_stays_kept(monkeypatch):
+    # (an open file the edits do not touch is asked about on every edit of another)
+    scans = []
+    monkeypatch.setattr(identifiers_module, "scanned", lambda text: scans.append(text) or _scanned(text))
+    identifiers = Identifiers()
+    other, edited = "import os\n" * 30, "y = 1\n" * 50
+    for number in range(3 * Identifiers.kept):
+        identifiers(other)
+        edited = "".join(f"v{i} = {i}\n" for i in range(number)) + "y = 1\n" * 50 if number % 2 else edited + "z = 2\n"
+        identifiers(edited)
+    assert scans.count(other) == 1

@@ -17,7 +17,7 @@ _WORD_CHARACTER = re.compile(r"\w")
 
 
 class Identifiers:
-    """text -> {run: how many times it occurs}, for the last few texts asked about; a new text
+    """text -> {run: how many times it occurs}, for the texts asked about last; a new text
     is counted from the kept text of the nearest length where they differ in one short stretch."""
 
     kept = 8
@@ -26,7 +26,7 @@ class Identifiers:
         self._counts: dict[str, dict[str, int]] = {}
 
     def __call__(self, text: str) -> dict[str, int]:
-        found = self._counts.get(text)
+        found = self._counts.pop(text, None)  # (put back last: the oldest asked goes first)
         if found is None:
             # (the text of nearest length: the same buffer's last one, where several are edited)
             nearest = min(self._counts, key=lambda kept: abs(len(kept) - len(text)), default=None)
@@ -34,8 +34,8 @@ class Identifiers:
             if found is None:
                 found = scanned(text)
             if len(self._counts) >= self.kept:
-                del self._counts[next(iter(self._counts))]  # (the oldest)
-            self._counts[text] = found
+                del self._counts[next(iter(self._counts))]  # (the one asked longest ago)
+        self._counts[text] = found
         return found
 
 
