@@ -198,10 +198,10 @@ class Interpreter:
         value = self.evaluate(branch.cond, frame)
         if isinstance(value, ir.Const):
             return self.block(branch.then if value.value else branch.orelse, states, frame)
-        key, polarity = condition_key(value)
         if self.binds_only(branch):
             self.binding_branch(branch, value, states, frame)
             return states, []
+        key, polarity = condition_key(value)
         out: list[PathState] = []
         returned: list[PathState] = []
         untouched = True
