@@ -11,6 +11,7 @@ from edit_chains import edit_chain
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.source import SourceFile
+from torchrepro_lint.pipeline.staging import ir_digest_of
 from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.project.extract.lowering import ExpressionTexts, Lowering
 from torchrepro_lint.server.edited_source import EditedSource
@@ -122,6 +123,8 @@ def _check(source, previous):
     index, lowering, module_ir = _lowered(source, previous)
     whole_lowering, whole_ir = _whole(source.text, source.module)
     assert structural_digest(module_ir) == structural_digest(whole_ir)
+    if previous is not None:  # the digest put together from the last IR's parts (the server's)
+        assert ir_digest_of(module_ir, ir_digest_of(previous[2])[1])[0] == ir_digest_of(whole_ir)[0]
     assert [id(node) for node in lowering.nodes] == [id(node) for node in whole_lowering.nodes]
     # the texts a whole lowering generates are there for the next one (with those of earlier
     # lowerings still in the tree)

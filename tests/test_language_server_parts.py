@@ -160,6 +160,26 @@ def test_a_module_that_appears_next_to_the_script_is_imported_at_the_next_analys
     assert _codes_in(session, train) == []
 
 
+def test_an_unchanged_file_keeps_its_source_object_and_one_changed_on_disk_is_read_anew(tmp_path: Path):
+    # The session passes the last analysis's SourceFile for a file whose text did not change
+    # (what was worked out on it stays: a speed-up only); a file rewritten on disk, not open,
+    # must be read again.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    train, seeding = (tmp_path / "train.py").resolve(), (tmp_path / "seeding.py").resolve()
+    train.write_text(TRAIN_WITH_IMPORTED_SEED.format(module="seeding"))
+    seeding.write_text(SEEDING)
+    session = Workspace(tmp_path, persistent=False).open(train, train.read_text())
+    assert _codes_in(session, train) == []
+    kept = session._modules[seeding].source
+    session.buffers[train] = train.read_text() + "steps = 1\n"
+    assert _codes_in(session, train) == []
+    assert session._modules[seeding].source is kept
+    assert session._unchanged_source(seeding, session.display(seeding), session._disk_text(seeding)) is kept
+    seeding.write_text(SEEDING.replace("torch.manual_seed(0)", "print('no seed')"))
+    assert _codes_in(session, train) == ["TRP101"]
+    assert session._modules[seeding].source is not kept
+
+
 def test_a_module_created_where_nothing_is_listed_counts_once_the_client_says_files_changed(tmp_path: Path):
     # vendor/ is excluded from linting but importable: its listing does not change when a file
     # comes, so the missing candidate is forgotten when the client reports the change.

@@ -113,8 +113,36 @@ def _memo_digest(*parts) -> str:
 
 def _file_key(source: SourceFile, package: str | None) -> str:
     # Helper settings are part of the configuration, which names the cache's namespace.
+    # Kept on the source: the language server passes an unchanged file's SourceFile again on
+    # every edit, and hashing the parts again for 315 files was half a millisecond.
+    kept = source.__dict__.get("_file_key")
+    if kept is not None and kept[0] == package:
+        return kept[1]
     path = source.resolved_path
-    return _memo_digest(str(path), module_identity(path), package, source.text)
+    key = _memo_digest(str(path), module_identity(path), package, source.text)
+    source.__dict__["_file_key"] = (package, key)
+    return key
+
+
+def ir_digest_of(module_ir, parts_before: dict | None = None) -> tuple[str, dict]:
+    """The digest of a module's IR, put together from the digests of its top level and of each
+    function; and those parts' digests, by id, for the next IR of the file. A part that is the
+    same object in `parts_before` is not digested again: an edit inside one function of a
+    model file keeps every other function's IR object (function_reuse.py), and digesting the
+    whole IR was 2.7 ms of each edit of timm's resnet.py. (A cold run digests about 5% slower.)"""
+    parts: dict[int, tuple] = {}
+
+    def part(value) -> str:
+        found = parts_before.get(id(value)) if parts_before else None
+        if found is None or found[0] is not value:
+            found = (value, structural_digest(value))  # (no sets)
+        parts[id(value)] = found  # (holding the value: its id is not reused meanwhile)
+        return found[1]
+
+    m = module_ir
+    functions = tuple((path, part(function)) for path, function in m.functions.items())
+    whole = ("module", part(m.top), m.main_guard, functions, m.classes, m.aliases, m.imported_modules, m.has_top_level_work)
+    return structural_digest(whole), parts
 
 
 class LoweredStore:
@@ -169,9 +197,18 @@ class LoweredStore:
 
     def put(self, source: SourceFile, package: str | None, module_ir, like: SourceFile | None = None) -> None:
         """`like`: another text with the same IR, whose digest the cache may hold already."""
+        path = source.resolved_path
         known = self.cache.get("ir", _file_key(like, package)) if like is not None and self.cache is not None else None
-        ir_digest = known[1] if known is not None and known[0] is module_ir else structural_digest(module_ir)  # (no sets)
-        self.ir_digests[source.resolved_path] = ir_digest
+        if known is not None and known[0] is module_ir:
+            ir_digest = known[1]
+        else:
+            # A cache that lives across runs keeps the digests of the parts of the file's last IR
+            # (an edited buffer's): what an edit left as it was is not digested again.
+            parts_before = getattr(self.cache, "ir_digest_parts", None)
+            ir_digest, parts = ir_digest_of(module_ir, parts_before.get(path) if parts_before is not None else None)
+            if parts_before is not None:
+                parts_before[path] = parts
+        self.ir_digests[path] = ir_digest
         if self.cache is not None:
             self.cache.put("ir", _file_key(source, package), (module_ir, ir_digest))
 

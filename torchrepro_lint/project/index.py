@@ -335,6 +335,10 @@ class ProjectIndex:
     # (a module loaded later, by a rule, clears the dicts).
     recorded_before: tuple | None = field(default=None, repr=False)
     recorded: tuple | None = field(default=None, repr=False)
+    # The previous run's modules_mentioning answers (word -> modules), over `reusable`'s modules:
+    # a word asked again is looked for only in the modules that are new objects (the edited one).
+    mentioning_before: dict | None = field(default=None, repr=False)
+    _reusable_ids: set | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _forget_directories(self.absent)
@@ -424,8 +428,9 @@ class ProjectIndex:
             or previous._ir is not module_ir  # (the cache gives the same object for the same text)
             or previous.linted != linted
             or previous.name != name
-            or previous.source.path != source.path  # findings carry the display path
-            or previous.source.text != source.text
+            # (the same SourceFile where the language server passes an unchanged file's again)
+            or previous.source is not source
+            and (previous.source.path != source.path or previous.source.text != source.text)  # findings carry the display path
         ):
             return None
         previous.store = self.lowered
@@ -482,8 +487,18 @@ class ProjectIndex:
         every program's cached facts that read a word, about 500 scans of every text per run)."""
         found = self._mentioning.get(word)
         if found is None:
-            found = self._mentioning[word] = [m for m in self.modules.values() if contains(m.source.text, word)]
+            found = self._mentioning[word] = self._look_for(word)
         return found
+
+    def _look_for(self, word: str) -> list[ProjectModule]:
+        before = self.mentioning_before.get(word) if self.mentioning_before and self.reusable else None
+        if before is None:
+            return [m for m in self.modules.values() if contains(m.source.text, word)]
+        if self._reusable_ids is None:  # (the objects stay alive: `reusable` holds them)
+            self._reusable_ids = {id(m) for m in self.reusable.values()}
+        known, having = self._reusable_ids, {id(m) for m in before}
+        # (about 0.3 ms a word for pytorch-image-models' 315 texts, asked 5 times an edit)
+        return [m for m in self.modules.values() if (id(m) in having if id(m) in known else contains(m.source.text, word))]
 
     @property
     def linted_modules(self) -> list[ProjectModule]:
