@@ -216,7 +216,7 @@ class ProjectSession:
         (its resolved path and key worked out again)."""
         previous = self._modules.get(path)
         source = previous.source if previous is not None else None
-        if text is not None and type(source) is SourceFile and source.text is text and source.path == display:
+        if text is not None and type(source) is SourceFile and source.text is text and (source.path is display or source.path == display):
             return source
         return text
 
