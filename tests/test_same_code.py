@@ -4,9 +4,9 @@ import libcst as cst
 import pytest
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
-from torchrepro_lint.analysis.same_code import node_pairs
+from torchrepro_lint.analysis.same_code import code_lines_differ, node_pairs
 from torchrepro_lint.pipeline.cache import structural_digest
-from torchrepro_lint.pipeline.reparse import ParsedText, reparse
+from torchrepro_lint.pipeline.reparse import ParsedText, edit_span, reparse
 from torchrepro_lint.pipeline.source import SourceFile
 from torchrepro_lint.project.extract.lowering import Lowering
 
@@ -66,3 +66,30 @@ def test_code_that_changed_is_not_the_same(old, new):
     text = SCRIPT.replace(old, new, 1)
     assert text != SCRIPT
     assert node_pairs(cst.parse_module(SCRIPT), cst.parse_module(text)) is None
+
+
+def _lines_differ(text: str) -> bool:
+    old, new, (start, end, delta) = edit_span(SCRIPT, text)
+    return code_lines_differ(old[start:end], new[start : end + delta])
+
+
+@pytest.mark.parametrize("old, new", [(o, n) for _, o, n in SAME_CODE], ids=[i for i, _, _ in SAME_CODE])
+def test_the_line_check_never_calls_trivia_a_code_change(old, new):
+    # (it lets the index skip node_pairs: saying True here would lose the kept IR)
+    assert not _lines_differ(SCRIPT.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    "old, new, differ",
+    [(o, n, i != "a comment inside a call (kept in its text)") for i, o, n in OTHER_CODE],
+    ids=[i for i, _, _ in OTHER_CODE],
+)
+def test_the_line_check_tells_code_edits_and_leaves_comments_inside_expressions_to_node_pairs(old, new, differ):
+    assert _lines_differ(SCRIPT.replace(old, new, 1)) is differ
+
+
+def test_the_line_check_cannot_tell_a_hash_after_a_quote():
+    assert code_lines_differ(['x = "a"  # one\n'], ['x = "a"  # two\n']) is False
+    assert code_lines_differ(['x = "#a"\n'], ['x = "#b"\n']) is False  # (node_pairs tells)
+    assert code_lines_differ(["x = 1  # one\n"], ["x = 2  # one\n"]) is True
+    assert code_lines_differ(["    x = 1\n"], ["  x = 1\n"]) is False  # indentation: node_pairs tells

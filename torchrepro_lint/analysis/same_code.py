@@ -23,6 +23,31 @@ _BLOCK_EDGES = frozenset({"header", "footer"})
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def code_lines_differ(old_lines, new_lines) -> bool:
+    """Whether the edited lines (`old_lines` became `new_lines`) surely change code: their
+    code, each line stripped of whitespace and of a comment that no quote comes before, is not
+    the same. False where it cannot tell (a `#` after a quote may be inside a string), and
+    where only comments, blank lines or indentation changed: node_pairs decides those.
+    A code edit inside a long function (timm's train.py `main`) was compared node by node
+    down to the edit, 1-2 ms, only to find the code different."""
+    old, new = _code_of(old_lines), _code_of(new_lines)
+    return old is not None and new is not None and old != new
+
+
+def _code_of(lines) -> list[str] | None:
+    out = []
+    for line in lines:
+        cut = line.find("#")
+        if cut >= 0:
+            if "'" in line[:cut] or '"' in line[:cut]:
+                return None
+            line = line[:cut]
+        line = line.strip()
+        if line:
+            out.append(line)
+    return out
+
+
 def node_pairs(old: cst.Module, new: cst.Module) -> dict[int, cst.CSTNode] | None:
     """id(old node) -> new node for every node where the two modules' code is the same apart
     from trivia between statements (identical subtrees are not entered: their nodes are

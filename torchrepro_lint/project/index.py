@@ -17,12 +17,13 @@ import libcst as cst
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
-from torchrepro_lint.analysis.same_code import node_pairs
+from torchrepro_lint.analysis.same_code import code_lines_differ, node_pairs
 from torchrepro_lint.analysis.text_memo import contains
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, function_reuse
 from torchrepro_lint.project.extract.lowering import ExpressionTexts, Lowering
 from torchrepro_lint.project.known_apis import Helper
+from torchrepro_lint.pipeline.reparse import edit_span
 from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
 
 
@@ -404,8 +405,13 @@ class ProjectIndex:
         if previous is None or previous._nodes is None or previous.linted != linted or previous.name != name:
             return None
         old_tree = previous.source.__dict__.get("module")  # (a tree dropped since is not parsed again for this)
+        if old_tree is None:
+            return None
+        old_lines, new_lines, (start, end, delta) = edit_span(previous.source.text, source.text)
+        if code_lines_differ(old_lines[start:end], new_lines[start : end + delta]):
+            return None
         tree = source.module
-        if old_tree is None or not any(a is b for a, b in zip(old_tree.body, tree.body)):
+        if not any(a is b for a, b in zip(old_tree.body, tree.body)):
             return None  # (parsed whole: comparing every statement would cost about as much as lowering)
         pairs = node_pairs(old_tree, tree)
         if pairs is None:
