@@ -102,3 +102,42 @@ def test_a_tree_holding_one_statement_twice_is_walked_whole():
     index = _built_by_hand(lambda module: module.with_changes(body=[*module.body, module.body[1]]))
     assert index.walk.taken == 0  # (walked again whole)
     assert list(index.parents).count(index.module.body[1]) == 1
+
+
+# Edits that change what the calls of untouched statements resolve to: their qualnames must be
+# worked out again (a taken call keeps its qualname only where every scope around it binds as
+# before), and equal those of a whole walk.
+REBINDINGS = [
+    ("a builtin bound at the module's end", "# end\n", "# end\nprint = random.seed\n"),
+    ("a name bound inside the edited function", "            loss.backward()\n", "            loss.backward()\n            nn = random\n"),
+    ("a global statement in another function", "    optimiser = torch.optim.SGD(", "    global print\n    print = random.seed\n    optimiser = torch.optim.SGD("),
+]
+
+
+@pytest.mark.parametrize("old, new", [(o, n) for _, o, n in REBINDINGS], ids=[i for i, _, _ in REBINDINGS])
+def test_calls_of_untouched_statements_resolve_anew_where_a_binding_around_them_changed(old, new):
+    assert old in SCRIPT
+    first = _edited(None, SCRIPT)
+    before = {id(site.node): site.qualname for site in ModuleIndex(first, "pkg").calls}
+    second = _edited(first, SCRIPT.replace(old, new, 1))
+    index = _check(second)
+    assert second.parsed.walk.taken > 0
+    changed = [site.qualname for site in index.calls if id(site.node) in before and before[id(site.node)] != site.qualname]
+    assert changed  # (a call kept from the first tree now names something else)
+
+
+def test_calls_of_untouched_statements_keep_their_qualnames_where_no_binding_changed(monkeypatch):
+    from torchrepro_lint.analysis.names import NameResolver
+
+    first = _edited(None, SCRIPT)
+    calls = len(ModuleIndex(first, "pkg").calls)
+    second = _edited(first, SCRIPT.replace("            loss.backward()\n", "            loss.backward()\n            print(loss)\n"))
+    resolved = []
+    original = NameResolver.resolve
+    monkeypatch.setattr(NameResolver, "resolve", lambda self, node, scope: resolved.append(node) or original(self, node, scope))
+    index = ModuleIndex(second, "pkg")
+    monkeypatch.undo()
+    assert len(index.calls) == calls + 1
+    # the new call and those around it in `train` (its scope is new) resolve; the others are kept
+    assert 0 < len([n for n in resolved if isinstance(n, (cst.Name, cst.Attribute))]) < calls // 2
+    _check(_edited(first, second.text))

@@ -124,10 +124,13 @@ class Walk:
 
         # The scopes they open, copied (their bindings all come from inside the statements).
         scopes = {old_scope: scope}
+        origins = index.scope_origins
+        _stands_for(origins, scope, old_scope)
         for owner, old in self._scopes[start[3] : end[3]]:
             new = Scope(old.kind, scopes[old.parent], old.qualpath, dict(old.bindings), set(old.imported))
             scopes[old] = new
             index.scope_of[owner] = new
+            origins[id(new)] = (new, old)
         for old, name, value, is_import in self.binds[start[2] : end[2]]:
             new = scopes[old]
             if old is old_scope:  # (the others are in the copies already)
@@ -139,9 +142,11 @@ class Walk:
         index.imports.extend(
             type(old)(old.module, old.names, old.node, scopes[old.scope]) for old in self.imports[start[5] : end[5]]
         )
+        first_call = len(index.calls)
         index.calls.extend(
-            type(old)(old.node, None, scopes[old.scope], old.statement) for old in self.calls[start[1] : end[1]]
+            type(old)(old.node, old.qualname, scopes[old.scope], old.statement) for old in self.calls[start[1] : end[1]]
         )
+        index.taken_calls.append((first_call, len(index.calls)))  # (their qualnames are checked at the end)
         if walk is not None:  # their records and those of the statements inside them, moved
             walk.definitions.extend(self.definitions[start[4] : end[4]])
             walk.taken += len(roots)
@@ -151,6 +156,16 @@ class Walk:
                 for old in self.records[start[6] : end[6]]
             )
         return True
+
+
+def _stands_for(origins: dict, scope: Scope, old: Scope) -> None:
+    """Record that `scope` takes the place of the previous walk's `old` (None where statements
+    of two different scopes were taken into it: no counterpart)."""
+    entry = origins.get(id(scope))
+    if entry is None or entry[0] is not scope:
+        origins[id(scope)] = (scope, old)
+    elif entry[1] is not old:
+        origins[id(scope)] = (scope, None)
 
 
 def edit_nodes(walk: Walk) -> tuple[list, list] | None:
