@@ -44,6 +44,8 @@ from torchrepro_lint.server import recompile
 INSERTED = [
     "x = 1\n", "    y = 2\n", "        z = 3\n", "# note\n", "    # indented note\n", "\n",
     "def g():\n    return 1\n", "class K:\n    pass\n", "if a:\n    b = 1\nelse:\n    b = 2\n", "@dec\n",
+    # builtins bound in a module or a function: what the calls around them resolve to changes
+    "len = print\n", "    print = len\n",
 ]
 
 
