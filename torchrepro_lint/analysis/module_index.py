@@ -129,6 +129,7 @@ class ModuleIndex:
             if not (taken and same(site.scope)):
                 site.qualname = resolve(site.node.func, site.scope)
             by_statement.setdefault(site.statement, []).append(site)
+        self.taken_calls, self.scope_origins = [], {}  # (they hold the previous walk's scopes)
 
     def forget_derived(self) -> None:
         """Drop what was computed from the index on first use (rebuilt on the next), keeping the
