@@ -180,6 +180,32 @@ def test_an_unchanged_file_keeps_its_source_object_and_one_changed_on_disk_is_re
     assert session._modules[seeding].source is not kept
 
 
+def test_an_edit_digests_only_the_ir_parts_it_changed_and_closing_the_buffer_forgets_them(tmp_path: Path, monkeypatch):
+    from torchrepro_lint.pipeline import staging
+
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    train, seeding = (tmp_path / "train.py").resolve(), (tmp_path / "seeding.py").resolve()
+    functions = "".join(f"\n\ndef step_{n}(x):\n    return torch.relu(x) + {n}\n" for n in range(6))
+    text = "import torch\nfrom seeding import fix_seeds\n" + functions + "\n\nfix_seeds()\n"
+    train.write_text(text)
+    seeding.write_text(SEEDING)
+    workspace = Workspace(tmp_path, persistent=False)
+    session = workspace.open(train, text)
+    session.analyse()
+    assert train in session.cache.ir_digest_parts and seeding not in session.cache.ir_digest_parts  # (an open buffer's only)
+    digested = []
+    original = staging.structural_digest
+    monkeypatch.setattr(staging, "structural_digest", lambda value: digested.append(value) or original(value))
+    # (in the last function: the refs of the functions after an added draw shift, a new IR each)
+    session.buffers[train] = text.replace("    return torch.relu(x) + 5\n", "    x = torch.randn(3)\n    return torch.relu(x) + 5\n")
+    found = session.analyse().findings
+    assert 1 <= len(digested) <= 3, digested  # the edited function, the whole (and a part read), not all 6 functions
+    monkeypatch.undo()
+    assert found == _fresh_findings(tmp_path, session)
+    workspace.close(train)
+    assert train not in session.cache.ir_digest_parts
+
+
 def test_a_module_created_where_nothing_is_listed_counts_once_the_client_says_files_changed(tmp_path: Path):
     # vendor/ is excluded from linting but importable: its listing does not change when a file
     # comes, so the missing candidate is forgotten when the client reports the change.

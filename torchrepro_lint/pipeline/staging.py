@@ -202,9 +202,9 @@ class LoweredStore:
         if known is not None and known[0] is module_ir:
             ir_digest = known[1]
         else:
-            # A cache that lives across runs keeps the digests of the parts of the file's last IR
-            # (an edited buffer's): what an edit left as it was is not digested again.
-            parts_before = getattr(self.cache, "ir_digest_parts", None)
+            # A cache that lives across runs keeps the digests of the parts of an edited buffer's
+            # last IR (a source that `keeps_walk`): what the next edit leaves is not digested again.
+            parts_before = getattr(self.cache, "ir_digest_parts", None) if source.keeps_walk else None
             ir_digest, parts = ir_digest_of(module_ir, parts_before.get(path) if parts_before is not None else None)
             if parts_before is not None:
                 parts_before[path] = parts

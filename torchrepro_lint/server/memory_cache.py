@@ -33,7 +33,8 @@ class MemoryCache:
         self.program_digests: dict[int, tuple] = {}  # id(facts) -> (facts, program shape, digest)
         # (digest of a module's IR, part) -> (None, digest of the part): staging.LoweredStore
         self.ir_part_digests: dict[tuple, tuple] = {}
-        # resolved path -> the digests of the parts of its last IR put (staging.ir_digest_of)
+        # resolved path of an open buffer -> the digests of the parts of its last IR
+        # (staging.ir_digest_of); the session drops a buffer's when it is closed
         self.ir_digest_parts: dict = {}
         self.read_values = None  # the last run's pipeline.read_values.ReadValues
 

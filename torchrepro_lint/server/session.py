@@ -248,6 +248,8 @@ class ProjectSession:
         self._bad.pop(path, None)
         self._syntax.pop(path, None)
         self._parsed.pop(path, None)
+        if self.cache is not None:
+            self.cache.ir_digest_parts.pop(path, None)  # (kept for the buffer's next edit)
 
 
 class Workspace:
