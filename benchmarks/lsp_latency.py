@@ -15,7 +15,9 @@ the file (`--kind comment`: `# edit N`, the text changes but not the program; `-
 imports torch: the module's IR changes, the refs after the line shift, and the programs that ran
 what changed run again); `--where middle` inserts them, indented as it is, before the simple
 statement nearest the file's middle (usually inside a function; in timm's resnet.py, at the top
-level; `--where function`: of those inside a function) instead of at the end.
+level; `--where function`: of those inside a function) instead of at the end; `--where def:NAME`
+inserts them before the first statement of the first function named NAME (`def:forward`: where a
+model file's own draws go, which no program runs at import).
 Prints median and p90 in milliseconds per file, the server's peak RSS (VmHWM) and its RSS after
 the edits (VmRSS), and the load
 average before and after (the timings are wall-clock: a busy machine inflates them). Beside
@@ -125,6 +127,30 @@ def middle_statement(text: str, in_function: bool = False) -> tuple[int, str]:
 INSERTED = {"comment": "# edit {number}", "code": "edit_{number} = {number}", "draw": "edit_{number} = torch.randn({number})"}
 
 
+def first_statement_of(text: str, name: str) -> tuple[int, str]:
+    """(0-based line, indentation) of the first statement of the first function called `name`."""
+    lines = text.split("\n")
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            first = node.body[0]
+            return first.lineno - 1, lines[first.lineno - 1][: first.col_offset]
+    raise SystemExit(f"no function named {name!r}")
+
+
+def insertion_point(text: str, where: str) -> tuple[int, str]:
+    if where == "end":
+        return len(text.split("\n")) - 1, ""
+    if where.startswith("def:"):
+        return first_statement_of(text, where[4:])
+    return middle_statement(text, where == "function")
+
+
+def where_choice(value: str) -> str:
+    if value in ("end", "middle", "function") or value.startswith("def:") and value[4:].isidentifier():
+        return value
+    raise argparse.ArgumentTypeError("end, middle, function or def:NAME")
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
@@ -137,8 +163,9 @@ def main() -> int:
     parser.add_argument("--edits", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--kind", choices=("comment", "code", "draw"), default="comment")
-    parser.add_argument("--where", choices=("end", "middle", "function"), default="end",
-                        help="insert at the end of the file, or before a simple statement in its middle (function: inside a function)")
+    parser.add_argument("--where", type=where_choice, default="end",
+                        help="insert at the end of the file, or before a simple statement in its middle (function: inside a "
+                        "function), or before the first statement of a function (def:NAME)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
@@ -158,7 +185,7 @@ def main() -> int:
             client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
             client.wait_for_diagnostics(uri, 1)
             opened = time.perf_counter() - started
-            line, indent = (len(text.split("\n")) - 1, "") if args.where == "end" else middle_statement(text, args.where == "function")
+            line, indent = insertion_point(text, args.where)
             timings, cpu = [], []
             for number in range(args.warmup + args.edits):
                 version = number + 2
