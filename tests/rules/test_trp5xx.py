@@ -152,6 +152,47 @@ def f(x):
 
 
 
+def test_a_rebinding_ends_what_the_name_holds(lint):
+    # Regression (mamba's Triton backward): the gradient buffer is allocated in one arm and set
+    # to None in the other, a kernel fills it, and a later `g = g.sum(...)` reduces it. The
+    # `else` arm is another path, so the kernel call is the buffer's first use; and a value
+    # bound after a rebinding (`t = other` then `t = t.sum()`) is not the allocation's.
+    assert check(
+        lint,
+        """import torch
+
+def grads(x, want, fill):
+    if want:
+        g = torch.empty(x.shape)
+    else:
+        g = None
+    fill(x, g)
+    if want:
+        g = g.sum(dim=0)
+    return g
+
+def replaced(n, other):
+    t = torch.empty(n)
+    t = other
+    t = t.sum()
+    return t
+
+def read_before_rebinding(n):
+    u = torch.empty(n)
+    u = u * 2
+    return u
+
+def read_on_the_path_that_skips_the_else(x, want):
+    if want:
+        v = torch.empty(x.shape)
+        total = v.sum()
+    else:
+        v = None
+    return v
+""",
+    ) == {20, 26}
+
+
 def test_broadcast_to_the_shape_of_an_empty_tensor_whose_view_is_discarded(lint):
     # EDM's constant(): `tensor, _ = torch.broadcast_tensors(tensor, torch.empty(shape))` uses the
     # empty tensor's shape only. Keeping its view (or not unpacking) still reads the memory.

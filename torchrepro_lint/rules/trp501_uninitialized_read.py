@@ -118,7 +118,10 @@ class UninitializedRead(Rule):
         "indexed writes, and pieces taken by `split`, `chunk`, `unbind`, `narrow` (method or "
         "`torch.` function); memory placed in a list or tuple, such as the padding in "
         "`torch.cat((x, torch.empty(k)))` (it is carried along, typically sliced off later, not "
-        "computed on). Branches are not modelled: a write in one branch counts. Whether another "
+        "computed on). Branches are not modelled: a write in one branch counts. A local name holds "
+        "the memory until it is bound again (`buf = other` ends it; `buf = buf.sum()` still reads "
+        "it); a binding in the `else` arm of the allocation's `if` is another path and does not "
+        "(`if c: g = torch.empty(n)` / `else: g = None`, then `kernel(g)`: handed over first). Whether another "
         "module initializes an attribute is asked of that module alone (its summary): a question "
         "that would lead on to yet another module (an `init_fn` handed over there) is answered "
         "yes, so the attribute is not reported."
@@ -522,10 +525,15 @@ class _Tracker:
         data = self.data
         owner = data.owner(statement)
         uses = data.name_uses(name, owner, statement)
-        rebinds = [s for s, _ in data.bindings(name, owner) if data.pos(s) > data.pos(statement) and s is not statement]
+        # The memory is this name's value up to the first rebinding on a path from here (one in
+        # the `else` of the allocation's `if` is another path); its value may still read it.
+        rebinds = [
+            s for s, _ in data.bindings(name, owner)
+            if data.pos(s) > data.pos(statement) and s is not statement and not data.other_branch(s, statement)
+        ]
         if rebinds:
-            first = min(data.pos(s) for s in rebinds)
-            uses = [u for u in uses if data.pos(u) < first or any(data.inside(u, s) for s in rebinds)]
+            first = min(rebinds, key=data.pos)
+            uses = [u for u in uses if data.pos(u) < data.pos(first) or data.inside(u, first)]
         if data.used_in_nested(name, owner):
             return STOP, statement  # a closure may write it
         for use in sorted(uses, key=lambda u: self._order(u)):

@@ -247,7 +247,7 @@ class Flow:
         here = self.pos(name)
         best = None
         for statement, value in self.bindings(name.value, owner):
-            if self.pos(statement) < here and not self.inside(name, statement) and not self._other_branch(statement, name):
+            if self.pos(statement) < here and not self.inside(name, statement) and not self.other_branch(statement, name):
                 best = (statement, value)
         if best is not None:
             return best[1]
@@ -257,7 +257,7 @@ class Flow:
             return best[1] if best is not None else None
         return None
 
-    def _other_branch(self, statement: cst.CSTNode, use: cst.CSTNode) -> bool:
+    def other_branch(self, statement: cst.CSTNode, use: cst.CSTNode) -> bool:
         """`statement` and `use` lie in different branches of one `if` (its body, and its
         `elif`/`else`): the statement never runs on the way to the use."""
         child = statement
