@@ -354,6 +354,34 @@ def load_weights(model, path):
     assert rows(lint, source, "TRP402") == {10}
 
 
+def test_a_top_level_checkpoint_converter_is_not_differentiated(lint):
+    # Regression (smollm's vision scripts): a script with no function loads a state dict,
+    # resizes a position table with bicubic interpolation and saves it; nothing runs backward.
+    # A top-level script that loads weights and then trains is still reported.
+    converter = """import torch
+import torch.nn.functional as F
+
+weights = torch.load("vit.pt")
+table = weights["pos"].reshape(1, 8, 8, 16).permute(0, 3, 1, 2)
+if __name__ == "__main__":
+    weights["pos"] = F.interpolate(table, size=(12, 12), mode="bicubic")
+    torch.save(weights, "vit_12.pt")
+"""
+    finetune = """import torch
+import torch.nn.functional as F
+
+net = torch.nn.Conv2d(3, 3, 1).cuda()
+net.load_state_dict(torch.load("start.pt"))
+sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+for images in torch.load("batches.pt"):
+    out = F.interpolate(net(images.cuda()), scale_factor=2, mode="bicubic")
+    out.mean().backward()
+    sgd.step()
+"""
+    assert rows(lint, {"convert.py": converter}, "TRP402") == set()
+    assert rows(lint, {"finetune.py": finetune}, "TRP402") == {8}
+
+
 def test_evaluation_branch_of_a_module_is_not_differentiated(lint):
     # A segmentation head returns its losses while training and upsamples its logits only for
     # inference: that output is never backpropagated. Only the plain `self.training` test counts.

@@ -102,7 +102,21 @@ class GradContext:
                 reason = self._class_reason(ancestor, node)
                 if reason:
                     return reason
+        if self.index.enclosing(node, cst.FunctionDef, cst.ClassDef) is None and self._converter_script():
+            return "in checkpoint-loading code"
         return self.data_reason(node, classes=False)
+
+    def _converter_script(self) -> bool:
+        """The module's top level loads weights and nothing in the module trains: a script that
+        converts a checkpoint (resize its position embeddings, save it), whose ops never run
+        backward. As for a checkpoint-loading function, but stricter: a top-level fine-tuning
+        script also loads weights first."""
+        found = self.index.derived.get("converter script")
+        if found is None:
+            calls_in, _ = _call_tables(self.index)
+            loads = any(_loads_weights(site) for site in calls_in.get(id(None), ()))
+            found = self.index.derived["converter script"] = loads and not any(_trains(site) for site in self.index.calls)
+        return found
 
     def data_reason(self, node: cst.CSTNode, classes: bool = True) -> str | None:
         """Data-pipeline code (datasets, transforms, collate functions): CPU tensors, no autograd."""
@@ -353,6 +367,24 @@ def _list_elements(call: cst.Call) -> list[cst.BaseExpression]:
     if call.args and isinstance(call.args[0].value, (cst.List, cst.Tuple)):
         return [e.value for e in call.args[0].value.elements]
     return []
+
+
+def _loads_weights(site: CallSite) -> bool:
+    func = site.node.func
+    return site.qualname in LOADERS or isinstance(func, cst.Attribute) and func.attr.value in LOADER_METHODS
+
+
+def _trains(site: CallSite) -> bool:
+    """A call that differentiates or steps an optimizer: `.backward()`, `torch.autograd.*`,
+    an optimizer built, `trainer.train()` / `.fit()`."""
+    qualname, func = site.qualname or "", site.node.func
+    if qualname.startswith(("torch.optim.", "torch.autograd.")):
+        return True
+    if not isinstance(func, cst.Attribute):
+        return False
+    method = func.attr.value
+    receiver = func.value.value if isinstance(func.value, cst.Name) else ""
+    return method in ("backward", "fit") or method == "train" and receiver.lower().endswith("trainer")
 
 
 def _call_tables(index: ModuleIndex) -> tuple[dict, dict]:
