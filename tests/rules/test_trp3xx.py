@@ -57,11 +57,12 @@ def loaders(ds, n, rank):
     spread = DataLoader(ds, batch_size=4, sampler=sharded, num_workers=n)
     batched = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 4, False), num_workers=n)
     unknown = DataLoader(ds, batch_size=4, sampler=ds.sampler(), num_workers=n)
-    return plain, ordered, shuffled, drawn, spread, batched, unknown
+    own = DataLoader(ds, batch_size=4, sampler=RandomSampler(ds, generator=rank), num_workers=n)
+    return plain, ordered, shuffled, drawn, spread, batched, unknown, own
 """
     messages = {f.row: f.message for f in findings(lint(source), "TRP301")}
-    assert sorted(messages) == [4, 5, 6, 7, 9, 10, 11]
-    for row in (4, 5, 9, 10):
+    assert sorted(messages) == [4, 5, 6, 7, 9, 10, 11, 12]
+    for row in (4, 5, 9, 10, 12):  # (12: the sampler shuffles with the generator it is given)
         assert "worker seeds (not the loader's order)" in messages[row] and "shuffle order" not in messages[row]
     for row in (6, 7, 11):
         assert "worker seeds and the shuffle order" in messages[row]

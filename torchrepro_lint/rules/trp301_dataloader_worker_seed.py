@@ -287,7 +287,8 @@ def make_loader(ds, seed):
     def _may_shuffle(view, index, at: cst.CSTNode) -> bool:
         """Whether the loader may draw its order from torch's global generator: `shuffle=` not
         literally False, or a sampler that may (SequentialSampler never does; DistributedSampler
-        orders by its own seed and epoch; a BatchSampler by the sampler it wraps). A sequential
+        orders by its own seed and epoch; torch's samplers given `generator=` shuffle with it; a
+        BatchSampler orders by the sampler it wraps). A sequential
         loader still draws its workers' seeds."""
         for option in view.options:
             for key in ORDER_KEYS:
@@ -373,6 +374,10 @@ OWN_ORDER_SAMPLERS = frozenset(
 BATCH_SAMPLERS = frozenset({"torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler"})
 
 
+def _given_generator(call: cst.Call) -> bool:
+    return any(a.keyword is not None and a.keyword.value == "generator" and not is_none(a.value) for a in call.args)
+
+
 def _sampler_may_draw(index, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
     """Whether a `sampler=` / `batch_sampler=` value may draw its order from the global generator."""
     if isinstance(value, cst.Name) and depth < 3:
@@ -383,6 +388,8 @@ def _sampler_may_draw(index, value: cst.BaseExpression, at: cst.CSTNode, depth: 
     q = index.resolve(value.func, value)
     if q in OWN_ORDER_SAMPLERS:
         return False
+    if q and q.startswith("torch.utils.data.") and _given_generator(value):
+        return False  # `RandomSampler(ds, generator=g)` shuffles with g
     if q in BATCH_SAMPLERS:
         inner = arg(value, 0, "sampler")
         return inner is None or depth >= 3 or _sampler_may_draw(index, inner, at, depth + 1)
