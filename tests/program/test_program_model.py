@@ -347,6 +347,25 @@ if __name__ == "__main__":
     assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == set()
 
 
+def test_composer_reproducibility_helpers(lint):
+    # Regression (llm-foundry): composer's seed_all seeds torch, and configure_deterministic_mode
+    # turns deterministic mode on (it seeds nothing).
+    seeded = """import torch
+from composer.utils import reproducibility
+
+if __name__ == "__main__":
+    reproducibility.seed_all(7)
+    net = torch.nn.Linear(4, 4).cuda()
+"""
+    deterministic = seeded.replace("reproducibility.seed_all(7)", "reproducibility.seed_all(7)\n    reproducibility.configure_deterministic_mode()")
+    unseeded = seeded.replace("reproducibility.seed_all(7)", "reproducibility.configure_deterministic_mode()")
+    files = {"seeded.py": seeded, "deterministic.py": deterministic, "unseeded.py": unseeded}
+    assert reported(lint(files, {"select": ["TRP101", "TRP205"]}), lint.root) == {
+        ("seeded.py", 5, "TRP205"),
+        ("unseeded.py", 4, "TRP101"),
+    }
+
+
 def test_worker_init_fn_seeding_does_not_make_the_main_process_seeded(lint):
     source = """import torch
 from torch.utils.data import DataLoader

@@ -258,6 +258,14 @@ KNOWN_HELPERS: dict[str, Helper] = {
         claims_when="reproducible", claim_position=1, resets_benchmark=True, seed_param="s"
     ),
     "torch_geometric.seed_everything": Helper(),
+    # composer (MosaicML), read in composer/utils/reproducibility.py: seed_all seeds random, NumPy,
+    # torch and every CUDA device; configure_deterministic_mode seeds nothing, turns deterministic
+    # mode on, cudnn.benchmark off, and sets CUBLAS_WORKSPACE_CONFIG. (Its Trainer(seed=None)
+    # draws a random seed, so the Trainer is not modelled as seeding.)
+    "composer.utils.reproducibility.seed_all": Helper(),
+    "composer.utils.reproducibility.configure_deterministic_mode": Helper(
+        seeds=(), claims_when="always", enables_det_mode=True, sets_cublas=True, resets_benchmark=True
+    ),
     "ultralytics.utils.torch_utils.init_seeds": Helper(
         claims_when="deterministic", claim_position=1, enables_det_mode=True, warn_only=True, sets_cublas=True
     ),
