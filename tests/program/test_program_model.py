@@ -347,6 +347,39 @@ if __name__ == "__main__":
     assert reported(lint({"main.py": source}, {"select": ["TRP201"]}), lint.root) == set()
 
 
+def test_a_function_filed_in_a_registry_is_not_run_by_importing_it(lint):
+    # Regression (llm-foundry): its layers file their builders by name when imported, and every
+    # data-conversion script imports the package. Filing a function calls nothing; a callback
+    # given without a key (`atexit.register(f)`) is still taken to run.
+    layers = """import atexit
+import torch
+import torch.nn as nn
+
+BUILDERS = {}
+
+class Registry:
+    def register(self, name, func):
+        BUILDERS[name] = func
+
+blocks = Registry()
+
+def build_block(width):
+    return nn.Linear(width, width)
+
+def report_noise():
+    print(torch.rand(1))
+
+blocks.register("linear", func=build_block)
+"""
+    files = {
+        "zoo/__init__.py": "",
+        "zoo/layers.py": layers,
+        "convert.py": "import sys\nimport zoo.layers\n\nif __name__ == '__main__':\n    print(open(sys.argv[1]).read().upper())\n",
+        "noisy.py": "import atexit\nfrom zoo.layers import report_noise\n\nif __name__ == '__main__':\n    atexit.register(report_noise)\n",
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("noisy.py", 4, "TRP101")}
+
+
 def test_composer_reproducibility_helpers(lint):
     # Regression (llm-foundry): composer's seed_all seeds torch, and configure_deterministic_mode
     # turns deterministic mode on (it seeds nothing).

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 13  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+FORMAT = 14  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
 # 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
 # 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
 # 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
@@ -44,6 +44,7 @@ FORMAT = 13  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # 11: `name == literal` conditions lowered as ir.Equals (decided when the name holds a literal);
 # 12: ir.Raise and ir.Try (a raise no longer lowered as a return), a loop's `else` is a branch
 # 13: a module's IR digest is put together from its top level's and its functions' digests
+# 14: a function filed under a name (`registry.register("x", func=f)`) is no callback; composer's helpers
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

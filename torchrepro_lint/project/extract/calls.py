@@ -83,6 +83,16 @@ def root(qualname: str) -> str:
     return qualname.split(".", 1)[0]
 
 
+def _registers_by_name(node: cst.Call) -> bool:
+    """`ffns.register("dmoe", func=build_dmoe)`: a `register*` method given a string key.
+    (`atexit.register(f)`, `m.register_forward_hook(f)` name no key: they call `f` later.)"""
+    func = node.func
+    return (
+        isinstance(func, cst.Attribute) and "register" in func.attr.value
+        and any(isinstance(a.value, (cst.SimpleString, cst.ConcatenatedString)) for a in node.args)
+    )
+
+
 class CallLowering:
     """Lowering's methods for calls (lowering.Lowering derives from this class): they read the
     module's index and helpers, and Lowering's ref() and value()."""
@@ -300,8 +310,9 @@ class CallLowering:
                 out.append(call(instance, node.func.attr.value))
         elif q is None and isinstance(node.func, cst.Name):
             out.extend(self._bound_method_calls(node.func, node, call))
-        # Functions passed as values (callbacks, worker_init_fn=...) are reachable later.
-        for arg in node.args:
+        # Functions passed as values (callbacks, worker_init_fn=...) are reachable later; not
+        # those filed in a registry under a name, which a run picks by a string, if ever.
+        for arg in () if _registers_by_name(node) else node.args:
             if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
                 ref = self.index.resolve(arg.value, node)
                 if ref and (ref.startswith(LOCAL) or root(ref) not in EXTERNAL_ROOTS):
