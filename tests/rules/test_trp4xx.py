@@ -187,6 +187,24 @@ def counts(x: torch.Tensor, index, n):
     assert rows(lint, source, "TRP401") == {14}
 
 
+def test_trp401_counting_with_a_mask_cast_to_float_is_exact(lint):
+    # Regression (open-instruct's padding-free DPO loss): tokens per segment are counted by
+    # adding a float copy of a boolean mask; zeros and ones add up exactly in any order. A
+    # weighted mask (mask times a float) is a real float sum and stays reported.
+    source = """import torch
+
+def kept_per_segment(labels, segment_ids, n):
+    kept = (labels != -100).float()
+    counts = torch.zeros(n, device=labels.device)
+    counts.scatter_add_(0, segment_ids, kept)
+    counts.index_add_(0, segment_ids, labels.ne(-100).to(torch.float32))
+    weighted = torch.zeros(n, device=labels.device)
+    weighted.index_add_(0, segment_ids, kept * labels.float())
+    return counts, weighted
+"""
+    assert rows(lint, source, "TRP401") == {9}
+
+
 def test_trp401_writing_one_constant_through_duplicate_indices_is_harmless(lint):
     source = """import torch
 

@@ -27,6 +27,8 @@ ONES = frozenset({"torch.ones", "torch.ones_like"})
 # Entries whose hazard is duplicate indices (their catalogue condition says so): harmless when
 # every write carries the same value, or when the indices cannot repeat (distinct_indices.py).
 DUPLICATE_INDEX_ENTRIES = frozenset({"scatter_src", "index_put_no_accumulate", "index_copy"})
+# Tensor methods whose result is a boolean mask: its values are zeros and ones
+MASK_METHODS = frozenset({"eq", "ne", "gt", "ge", "lt", "le", "bool", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or"})
 CONSTANT_FACTORIES = frozenset({"torch.ones", "torch.ones_like", "torch.zeros", "torch.zeros_like", "torch.full", "torch.full_like"})
 
 
@@ -92,8 +94,12 @@ class OrderIndependence:
         return False
 
     def _ones(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Ones, or zeros and ones: a boolean mask cast to float (`(labels != -100).float()`)
+        counts what it selects as exactly as ones do."""
         if depth > 4:
             return False
+        if isinstance(expr, cst.Comparison) or depth > 0 and te.dtype_kind(expr, self.index) == te.BOOL:
+            return True  # (a comparison given to a tensor method is a tensor's: a bool has no `.float()`)
         if isinstance(expr, cst.Name):
             if self.values.flow.parameter(expr) is not None:
                 return False
@@ -108,7 +114,7 @@ class OrderIndependence:
         if q == "torch.full" and len(expr.args) >= 2:
             return self.values.of(expr.args[1].value) in (frozenset({1}), frozenset({1.0}))
         if q is None and isinstance(func, cst.Attribute):
-            if func.attr.value == "new_ones":
+            if func.attr.value == "new_ones" or func.attr.value in MASK_METHODS:
                 return True
             if func.attr.value in ("expand", "expand_as", "view", "reshape", "to", "float", "cuda", "unsqueeze"):
                 return self._ones(func.value, depth + 1)
