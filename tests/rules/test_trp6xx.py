@@ -672,3 +672,36 @@ class Concepts:
         return self.images[concept][i % len(self.images[concept])]
 """
     assert lines(lint, source, "TRP601") == {7}
+
+
+def test_trp601_a_worklist_drained_with_pop_is_order_free(lint):
+    # Regression (llm-foundry's hub export): a directory listing is a worklist emptied with
+    # `.pop()` in `while todo:`; each file is handled once, whatever the order. Popping into a
+    # result list, or stopping at the first match, keeps an order and stays reported.
+    source = """import os
+
+def clean(folder, seen):
+    todo = [os.path.join(folder, n) for n in os.listdir(folder)]
+    while len(todo) > 0:
+        path = todo.pop()
+        seen.add(path)
+        if os.path.isdir(path):
+            todo.extend(os.path.join(path, n) for n in os.listdir(path))
+        else:
+            os.remove(path)
+
+def ordered(folder):
+    todo = os.listdir(folder)
+    out = []
+    while todo:
+        out.append(todo.pop())
+    return out
+
+def first_large(folder):
+    todo = os.listdir(folder)
+    while todo:
+        name = todo.pop()
+        if os.path.getsize(name) > 100:
+            return name
+"""
+    assert lines(lint, source, "TRP601") == {14, 21}

@@ -142,6 +142,8 @@ class OrderFlow:
                 if method == "index":
                     return self._end(state, HAZARD, call, "the positions .index() finds")
                 if method == "pop" and not call.args:
+                    if self._drained(call, node):
+                        return self._end(state, SAFE, call)
                     return self._end(state, HAZARD, call, "which element .pop() takes")
                 if method in SET_METHODS:
                     return self._from(call, state, depth + 1)
@@ -509,6 +511,25 @@ class OrderFlow:
             return self._end(state, SAFE, loop)
         return combine(verdicts)
 
+    def _drained(self, call: cst.Call, worklist: cst.CSTNode) -> bool:
+        """`while todo: handle(todo.pop())`: a worklist emptied whole, each item handled by a body
+        that keeps no order of its own (nothing appended but more work, no break or return):
+        every order handles the same items, as a `for` loop over them would."""
+        if not isinstance(worklist, cst.Name):
+            return False
+        loop = self._innermost_loop(call)
+        if not isinstance(loop, cst.While) or not _tests_nonempty(loop.test, worklist.value):
+            return False
+        for node in self._body_nodes(loop.body):
+            if isinstance(node, (cst.Break, cst.Return, cst.Yield)) and self._innermost_loop(node) is loop:
+                return False
+            if isinstance(node, cst.Call) and method_name(node) in ("append", "extend", "insert"):
+                if dotted(node.func.value) != worklist.value:
+                    return False
+            if isinstance(node, cst.AugAssign) or isinstance(node, cst.Assign) and self._counter_index(node, loop):
+                return False
+        return True
+
     def _body_nodes(self, body: cst.CSTNode) -> list[cst.CSTNode]:
         """Nodes of a loop body in source order, nested functions and classes left out."""
         return list(subtree(body, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)))[1:]
@@ -589,6 +610,20 @@ class OrderFlow:
                     if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name) and node.target.value == value.value:
                         return True
         return False
+
+
+def _tests_nonempty(test: cst.BaseExpression, name: str) -> bool:
+    """`while todo:`, `while len(todo):`, `while len(todo) > 0:` (or `!= 0`)."""
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if not (isinstance(target.operator, (cst.GreaterThan, cst.NotEqual)) and isinstance(target.comparator, cst.Integer)):
+            return False
+        if target.comparator.value != "0":
+            return False
+        test = test.left
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "len" and len(test.args) == 1:
+        test = test.args[0].value
+    return isinstance(test, cst.Name) and test.value == name
 
 
 def _mentions(expr: cst.CSTNode, names: set[str]) -> bool:
