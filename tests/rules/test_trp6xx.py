@@ -705,3 +705,21 @@ def first_large(folder):
             return name
 """
     assert lines(lint, source, "TRP601") == {14, 21}
+
+
+def test_trp601_a_zip_archives_entries_are_not_a_directory_listing(lint):
+    # Regression (audiocraft's cache): `zipfile.Path(zf).iterdir()` lists an archive's entries
+    # in the order they were written, the same on every machine; a folder's iterdir is not.
+    source = """import zipfile
+from pathlib import Path
+
+def archive_head(archive, n):
+    with zipfile.ZipFile(archive) as zf:
+        root = zipfile.Path(zf)
+        inner = list((root / "shards").iterdir())
+        return list(root.iterdir())[:n], inner[0]
+
+def folder_head(folder: Path, n):
+    return list(folder.iterdir())[:n]
+"""
+    assert lines(lint, source, "TRP601") == {11}

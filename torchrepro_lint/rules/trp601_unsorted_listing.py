@@ -45,7 +45,8 @@ class UnsortedListing(Rule):
         "(`append`, `extend`, `+=`). Not reported: `sorted()`/`.sort()` anywhere on the way or "
         "later on the accumulated list, `len`, `in`, sets, truthiness, loops with order-free "
         "bodies (deleting, copying, counting), a worklist emptied with `.pop()` in `while todo:` "
-        "whose body appends nothing but more work and neither breaks nor returns, a result checked to be single "
+        "whose body appends nothing but more work and neither breaks nor returns, the entries of "
+        "a zip archive (`zipfile.Path(zf).iterdir()`: the order they were written), a result checked to be single "
         "(`len(files) == 1`, unittest's `self.assertEqual(len(files), 1)`), `next()` whose "
         "value only says whether there is an entry (compared `is None`/`is not None`, tested "
         "for truth, or thrown away for its `StopIteration`), `zip` of a list with a list "
@@ -198,6 +199,8 @@ def upload(root, client):
         if method in PATH_METHODS and (method in ANY_RECEIVER_METHODS or _is_path(index, data, call.func.value, 0)):
             if qualname and qualname.startswith(("glob.", "os.")):
                 return None
+            if _is_zip_path(index, data, call.func.value):
+                return None  # a zip's entries come in the order they were written, on every machine
             return f"Path.{method}"
         return None
 
@@ -258,6 +261,23 @@ def _sorts_in_place(data, target: cst.BaseExpression, loop: cst.For) -> bool:
         if isinstance(parent, cst.Subscript) and data._is_store(parent):
             return True
     return False
+
+
+def _is_zip_path(index, data, expr: cst.BaseExpression) -> bool:
+    """`zipfile.Path(zf)` (or a variable holding one, `.joinpath`/`/` of one)."""
+    for _ in range(4):
+        if isinstance(expr, cst.Name):
+            expr = data.reaching_value(expr)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+            expr = expr.left
+        elif isinstance(expr, cst.Call) and method_name(expr) == "joinpath":
+            expr = expr.func.value
+        else:
+            break
+    return (
+        isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute))
+        and index.resolve(expr.func, expr) in ("zipfile.Path", "zipfile._path.Path")
+    )
 
 
 def _is_path(index, data, expr: cst.BaseExpression, depth: int) -> bool:
