@@ -400,6 +400,33 @@ for images in torch.load("batches.pt"):
     assert rows(lint, {"finetune.py": finetune}, "TRP402") == {8}
 
 
+def test_a_load_state_dict_hook_is_checkpoint_code(lint):
+    # Regression (a Megatron ViT backbone in DeepSpeedExamples): a pre-hook given to
+    # `_register_load_state_dict_pre_hook` resizes the saved position table as it loads; the
+    # same resize in `forward` runs in the differentiated pass.
+    source = """import torch.nn as nn
+import torch.nn.functional as F
+
+def widen(state_dict, prefix, *rest):
+    grid = state_dict[prefix + "weight"].reshape(1, 1, 8, 8)
+    state_dict[prefix + "weight"] = F.interpolate(grid, scale_factor=2, mode="bicubic").reshape(256, 1)
+
+class Table(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rows = nn.Embedding(256, 1)
+        self.rows._register_load_state_dict_pre_hook(widen)
+        self.register_load_state_dict_post_hook(self.check)
+
+    def check(self, module, keys):
+        return F.interpolate(self.rows.weight.reshape(1, 1, 16, 16), size=(8, 8), mode="bicubic")
+
+    def forward(self, grid):
+        return F.interpolate(grid, scale_factor=2, mode="bicubic")
+"""
+    assert rows(lint, source, "TRP402") == {19}
+
+
 def test_evaluation_branch_of_a_module_is_not_differentiated(lint):
     # A segmentation head returns its losses while training and upsamples its logits only for
     # inference: that output is never backpropagated. Only the plain `self.training` test counts.

@@ -29,6 +29,7 @@ LOADERS = frozenset(
     {"torch.load", "torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url", "safetensors.torch.load_file",
      "numpy.load", "torch.jit.load"}
 )  # fmt: skip
+LOAD_HOOKS = frozenset({"register_load_state_dict_pre_hook", "register_load_state_dict_post_hook"})
 LOADER_METHODS = frozenset({"load_state_dict", "load_checkpoint", "load_pretrained", "load_from_checkpoint"})
 CHECKPOINT_NAME = re.compile(
     r"(^|_)(load|loads|loading|checkpoint|ckpt|state_dict|filter_fn|convert|conversion|remap|port|pretrained)(_|$)"
@@ -269,7 +270,7 @@ class GradContext:
 
     def _checkpoint_code(self, function: cst.FunctionDef, depth: int) -> bool:
         name = function.name.value.lower()
-        if CHECKPOINT_NAME.search(name):
+        if CHECKPOINT_NAME.search(name) or function.name.value in self._load_hooks():
             return True
         calls_in, calls_of = _call_tables(self.index)
         for site in calls_in.get(id(function), ()):
@@ -288,6 +289,24 @@ class GradContext:
             if caller is None or caller is function or not self.is_checkpoint_code(caller, depth + 1):
                 return False
         return True
+
+    def _load_hooks(self) -> frozenset:
+        """Names of the functions (or `self.` methods) this module hands to a module's
+        `register_load_state_dict_pre_hook` / `_post_hook`: they rewrite a checkpoint's tensors
+        as it loads."""
+        found = self.index.derived.get("load hooks")
+        if found is None:
+            names = set()
+            for site in self.index.calls:
+                func = site.node.func
+                if isinstance(func, cst.Attribute) and func.attr.value.lstrip("_") in LOAD_HOOKS and site.node.args:
+                    hook = site.node.args[0].value
+                    if isinstance(hook, cst.Name):
+                        names.add(hook.value)
+                    elif isinstance(hook, cst.Attribute) and isinstance(hook.value, cst.Name) and hook.value.value == "self":
+                        names.add(hook.attr.value)
+            found = self.index.derived["load hooks"] = frozenset(names)
+        return found
 
     def result_not_differentiated(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """The value of `node` only reaches uses that autograd cannot go through: comparisons,
