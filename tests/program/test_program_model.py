@@ -380,6 +380,28 @@ blocks.register("linear", func=build_block)
     assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("noisy.py", 4, "TRP101")}
 
 
+def test_a_nested_subproject_resolves_its_own_package(lint):
+    # Regression (DeepSpeed-Chat inside DeepSpeedExamples): a directory with its own setup.py is
+    # installed on its own; its scripts import its package by name, from a subdirectory that is
+    # not a package. Linting the whole repository must find that package as linting the
+    # subproject alone does. Without setup.py the import finds nothing, as Python's would not.
+    seeding = "import torch\n\ndef fix_seed(seed):\n    torch.manual_seed(seed)\n"
+    main = (
+        "import torch\nfrom chat.seeding import fix_seed\n\nif __name__ == '__main__':\n"
+        "    fix_seed(1)\n    torch.nn.Linear(4, 4)\n"
+    )
+    files = {
+        "apps/chat_suite/setup.py": "from setuptools import setup\nsetup(name='chat', packages=['chat'])\n",
+        "apps/chat_suite/chat/__init__.py": "",
+        "apps/chat_suite/chat/seeding.py": seeding,
+        "apps/chat_suite/training/main.py": main,
+        "apps/loose/chat/__init__.py": "",
+        "apps/loose/chat/seeding.py": seeding,
+        "apps/loose/training/main.py": main,
+    }
+    assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("apps/loose/training/main.py", 4, "TRP101")}
+
+
 def test_composer_reproducibility_helpers(lint):
     # Regression (llm-foundry): composer's seed_all seeds torch, and configure_deterministic_mode
     # turns deterministic mode on (it seeds nothing).

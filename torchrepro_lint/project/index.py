@@ -271,8 +271,27 @@ def _path_of(text: str) -> Path:
 @lru_cache(maxsize=4096)
 def _search_roots(search_root: Path, root: Path) -> tuple[Path, ...]:
     """Where an import from a module under `search_root` looks, in order (built once per pair:
-    resolution asks for them thousands of times a run)."""
-    return tuple(dict.fromkeys([search_root, root, root / "src"]))
+    resolution asks for them thousands of times a run): its own root, the root of the nearest
+    sub-project around it (a directory below the project's root with its own setup.py or
+    pyproject.toml, installed on its own: DeepSpeed-Chat's `dschat` inside DeepSpeedExamples),
+    and the project's root."""
+    nested = _subproject_root(search_root, root)
+    nested_roots = [nested, nested / "src"] if nested is not None else []
+    return tuple(dict.fromkeys([search_root, *nested_roots, root, root / "src"]))
+
+
+PROJECT_MARKERS = ("setup.py", "pyproject.toml", "setup.cfg")
+
+
+def _subproject_root(directory: Path, root: Path) -> Path | None:
+    if directory == root or not directory.is_relative_to(root):
+        return None
+    for candidate in (directory, *directory.parents):
+        if candidate == root:
+            return None
+        if any((candidate / marker).is_file() for marker in PROJECT_MARKERS):
+            return candidate
+    return None
 
 
 @lru_cache(maxsize=65536)
