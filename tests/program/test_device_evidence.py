@@ -31,6 +31,7 @@ ON_CUDA = [
     "scaler = torch.amp.GradScaler()",  # device defaults to "cuda"
     "torch.set_default_device('cuda')",
     "device_type = 'cuda' if torch.cuda.is_available() else 'cpu'\nwith torch.autocast(device_type=device_type):\n    y = torch.ones(2)",
+    "torch.cuda.synchronize()",  # (raises without a GPU: the program counts on one)
 ]
 
 OFF_CUDA = [
@@ -48,6 +49,8 @@ OFF_CUDA = [
     "scaler = torch.amp.GradScaler('cpu')",
     "scaler = torch.amp.GradScaler('cuda', enabled=False)",
     "torch.set_default_device('cpu')",
+    # a timing helper waits for the GPU where there is one (llm-foundry's generate script)
+    "if torch.cuda.is_available():\n    torch.cuda.synchronize()",
 ]
 
 

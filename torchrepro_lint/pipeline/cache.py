@@ -44,7 +44,8 @@ FORMAT = 14  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # 11: `name == literal` conditions lowered as ir.Equals (decided when the name holds a literal);
 # 12: ir.Raise and ir.Try (a raise no longer lowered as a return), a loop's `else` is a branch
 # 13: a module's IR digest is put together from its top level's and its functions' digests
-# 14: a function filed under a name (`registry.register("x", func=f)`) is no callback; composer's helpers
+# 14: a function filed under a name (`registry.register("x", func=f)`) is no callback; composer's helpers;
+# a `torch.cuda.synchronize()` under `if torch.cuda.is_available():` is no CUDA use
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 

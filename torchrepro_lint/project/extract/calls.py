@@ -228,7 +228,8 @@ class CallLowering:
             if on_cuda is not None and not is_false(_arg(node, None, "enabled")):
                 effect(Kind.CUDA, on_cuda)
         elif q in CUDA_CALLS or q == "torch.nn.parallel.DistributedDataParallel" and _arg(node, None, "device_ids"):
-            effect(Kind.CUDA)
+            if not (q == "torch.cuda.synchronize" and self._where_available(node)):
+                effect(Kind.CUDA)
         elif q == "torch.distributed.init_process_group":
             if literal_value(_arg(node, 0, "backend")) == "nccl":
                 effect(Kind.CUDA)
@@ -587,6 +588,21 @@ class CallLowering:
         for sub in _subexpressions(test):
             if isinstance(sub, (cst.Name, cst.Attribute)) and self.index.resolve(sub) in ("os.environ", "os.getenv", "os.environ.get"):
                 return True
+        return False
+
+    def _where_available(self, node: cst.Call) -> bool:
+        """Inside `if torch.cuda.is_available():` (a timing helper's `synchronize()`): it runs
+        only where a GPU is, and waits for work put there by something else, if any."""
+        child: cst.CSTNode = node
+        for ancestor in self.index.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, cst.If) and child is ancestor.body:
+                test = ancestor.test
+                if isinstance(test, cst.Call) and isinstance(test.func, (cst.Name, cst.Attribute)):
+                    if self.index.resolve(test.func, test) in DEVICE_PROBES:
+                        return True
+            child = ancestor
         return False
 
     def _only_inspected(self, node: cst.Call, statement: cst.CSTNode | None) -> bool:
