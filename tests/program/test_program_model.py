@@ -53,25 +53,6 @@ def test_smoke_test_in_a_distributed_package_is_library_code(lint):
     assert reported(lint(files, {"select": ["TRP101"]}), lint.root) == {("blocks/__main__.py", 1, "TRP101"), ("tools/probe.py", 4, "TRP101")}
 
 
-def test_seeded_cuda_smoke_test_of_a_library_module_is_not_a_program_for_trp205(lint):
-    # Regression (mamba's kernel files): a module the package ships checks its CUDA kernel in its
-    # `__main__` block, seeding the inputs. Like TRP101, TRP205 reports such a block only when
-    # it trains; an unimported script doing the same is still reported.
-    check = (
-        "import torch\n\ndef scan(x):\n    return x.cumsum(0)\n\nif __name__ == '__main__':\n"
-        "    torch.manual_seed(0)\n    x = torch.randn(8, device='cuda')\n    print(scan(x))\n"
-    )
-    trains = check + "    opt = torch.optim.SGD([x.requires_grad_()], lr=0.1)\n"
-    files = {
-        "pyproject.toml": '[project]\nname = "kernels"\n',
-        "kernels/__init__.py": "",
-        "kernels/scan.py": check,
-        "kernels/fit.py": trains,
-        "bench.py": check,
-    }
-    assert reported(lint(files, {"select": ["TRP205"]}), lint.root) == {("bench.py", 7, "TRP205"), ("kernels/fit.py", 7, "TRP205")}
-
-
 def test_imported_module_that_trains_in_its_main_block_is_reported(lint):
     files = {
         "app.py": "import trainer\n",

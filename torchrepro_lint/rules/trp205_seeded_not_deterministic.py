@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from torchrepro_lint.rules.context import describe
 from torchrepro_lint.project.known_apis import TRAINER_SEED, Kind
-from torchrepro_lint.project.programs import CLAIMS, main_path_seeds, trains
+from torchrepro_lint.project.programs import CLAIMS, main_path_seeds
 from torchrepro_lint.rules.trp202_cudnn_only_determinism import enable_deterministic_mode
 from torchrepro_lint.rules.base import Example, Rule
 
@@ -24,10 +24,7 @@ class SeededNotDeterministic(Rule):
         "ops without a deterministic implementation raise; `warn_only=True` finds them first."
     )
     decisions = (
-        "Once per program, at its torch seeding (in the entry module). As for TRP101, the "
-        "`__main__` block of a library module (a kernel's or model file's smoke test that seeds "
-        "its inputs) is only reported when it builds an optimizer (spec silent; the same line as "
-        "TRP101's). CUDA use must be visible: "
+        "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
         "`.cuda()`, a `\"cuda\"` device (also through a variable, `torch.device(x)` of such a "
         "value, or an attribute of a project class, in this module or imported from another: "
         "`self.device` set in a method of the class or of a project base class, the class "
@@ -270,8 +267,6 @@ if __name__ == "__main__":
             cuda = facts.of(Kind.CUDA)
             if not seeds or not cuda or facts.has(*CLAIMS):
                 continue
-            if program.imported and not trains(facts):
-                continue  # a library module's `__main__` smoke test, as for TRP101
             module, ref = seeds[0].anchor
             yield context.report(
                 self,
