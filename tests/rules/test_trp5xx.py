@@ -193,6 +193,35 @@ def read_on_the_path_that_skips_the_else(x, want):
     ) == {20, 26}
 
 
+def test_beta_bound_to_zero_on_the_allocations_path(lint):
+    # Regression (diffusers' attention scores): without a mask the input of `baddbmm` is an empty
+    # tensor and `beta` is bound to 0 beside it; with one, the mask and beta 1. `beta=0` ignores
+    # the input, so the empty tensor is never read. Bound to 1 on its path, it is.
+    assert check(
+        lint,
+        """import torch
+
+def scores(q, k, mask, scale):
+    if mask is None:
+        base = torch.empty(q.shape[0], q.shape[1], k.shape[1])
+        beta = 0
+    else:
+        base = mask
+        beta = 1
+    return torch.baddbmm(base, q, k.transpose(-1, -2), beta=beta, alpha=scale)
+
+def read(q, k, mask):
+    if mask is None:
+        base = torch.empty(q.shape[0], q.shape[1], k.shape[1])
+        weight = 1
+    else:
+        base = mask
+        weight = 0
+    return torch.baddbmm(base, q, k.transpose(-1, -2), beta=weight)
+""",
+    ) == {14}
+
+
 def test_broadcast_to_the_shape_of_an_empty_tensor_whose_view_is_discarded(lint):
     # EDM's constant(): `tensor, _ = torch.broadcast_tensors(tensor, torch.empty(shape))` uses the
     # empty tensor's shape only. Keeping its view (or not unpacking) still reads the memory.

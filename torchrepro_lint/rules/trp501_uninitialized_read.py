@@ -112,7 +112,8 @@ class UninitializedRead(Rule):
         "identity tests `x is None`/`x is not None` (they compare the object, while `x == 0` "
         "reads it), "
         "`broadcast_tensors` whose view of it is unpacked into `_`); "
-        "`addmm`-family calls with `beta=0`; anything passed to a non-torch function, to "
+        "`addmm`-family calls with `beta=0` (also `beta=b` where `b` is bound to 0 last on the "
+        "allocation's path: `if mask is None: x = torch.empty(...); b = 0` / `else: x = mask; b = 1`); anything passed to a non-torch function, to "
         "`torch.distributed` (collectives write their buffers), returned, yielded, stored in a "
         "container, or registered with `register_buffer`/`register_parameter`; partial or "
         "indexed writes, and pieces taken by `split`, `chunk`, `unbind`, `narrow` (method or "
@@ -432,6 +433,7 @@ class _Tracker:
         self.data = data
         self.context = context
         self.module = module
+        self.origin: cst.CSTNode | None = None
 
     def fate(self, node: cst.CSTNode, depth: int = 0) -> tuple[str, cst.CSTNode]:
         if depth > 10:
@@ -448,7 +450,7 @@ class _Tracker:
                     return self.fate(call, depth + 1)
                 if name in METADATA_METHODS:
                     return NEUTRAL, call
-                if name in BETA_METHODS and _beta_zero(call):
+                if name in BETA_METHODS and self._beta_zero(call):
                     return NEUTRAL, call
                 if name in READING_METHODS:
                     return READ, call
@@ -503,7 +505,7 @@ class _Tracker:
         if qualname and qualname.startswith(INIT_PREFIX):
             first = call.args[0] if call.args else None
             return (INIT if first is arg_node else STOP), call
-        if qualname in BETA_FUNCTIONS and call.args and call.args[0] is arg_node and _beta_zero(call):
+        if qualname in BETA_FUNCTIONS and call.args and call.args[0] is arg_node and self._beta_zero(call):
             return NEUTRAL, call
         if qualname == "torch.broadcast_tensors" and _view_discarded(self.data.parents, call, arg_node):
             return NEUTRAL, call  # its shape only: `t, _ = torch.broadcast_tensors(t, torch.empty(shape))`
@@ -521,7 +523,28 @@ class _Tracker:
                 return READ, call
         return STOP, call
 
+    def _beta_zero(self, call: cst.Call) -> bool:
+        """`beta=0`, or `beta=b` where the last binding of `b` on the allocation's path is 0:
+        `if mask is None: x = torch.empty(...); b = 0` / `else: x = mask; b = 1`, then
+        `torch.baddbmm(x, q, k, beta=b)` (diffusers' attention scores)."""
+        beta = arg(call, None, "beta")
+        if beta is None or _zero(beta):
+            return beta is not None
+        origin, data = self.origin, self.data
+        if not isinstance(beta, cst.Name) or origin is None:
+            return False
+        here = data.pos(call)
+        before = [
+            (s, v) for s, v in data.bindings(beta.value, data.owner(call))
+            if data.pos(s) < here and not data.other_branch(s, origin)
+        ]
+        if not before:
+            return False
+        _, value = max(before, key=lambda binding: data.pos(binding[0]))
+        return value is not None and _zero(value)
+
     def _name(self, name: str, statement: cst.CSTNode) -> tuple[str, cst.CSTNode]:
+        self.origin = statement  # (the allocation's statement: which bindings share its path)
         data = self.data
         owner = data.owner(statement)
         uses = data.name_uses(name, owner, statement)
@@ -662,13 +685,8 @@ def _is_input(call: cst.Call, arg_node: cst.Arg) -> bool:
     return bool(call.args) and call.args[0] is arg_node and not arg_node.star
 
 
-def _beta_zero(call: cst.Call) -> bool:
-    beta = arg(call, None, "beta")
-    if beta is None:
-        return False
-    if int_value(beta) == 0:
-        return True
-    return isinstance(beta, cst.Float) and float(beta.value) == 0.0
+def _zero(value: cst.BaseExpression) -> bool:
+    return int_value(value) == 0 or isinstance(value, cst.Float) and float(value.value) == 0.0
 
 
 def _reading_torch(qualname: str) -> bool:
