@@ -593,3 +593,18 @@ class Stream(IterableDataset):
         {"select": ["TRP303"]},
     )
     assert findings(result, "TRP303") == []
+
+
+def test_trp301_torchdata_stateful_loader_is_a_dataloader(lint):
+    # Regression (OpenRLHF): torchdata's resumable loader subclasses DataLoader and seeds its
+    # workers the same way; by keyword, as for other library subclasses.
+    source = """import torch
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+def loaders(ds, n):
+    plain = StatefulDataLoader(ds, batch_size=8, shuffle=True, num_workers=n)
+    seeded = StatefulDataLoader(ds, batch_size=8, num_workers=n, generator=torch.Generator().manual_seed(0))
+    inline = StatefulDataLoader(ds, batch_size=8)
+    return plain, seeded, inline
+"""
+    assert sorted(f.row for f in findings(lint(source), "TRP301")) == [5]

@@ -22,6 +22,10 @@ LIBRARY_LOADERS = frozenset(
         "torch_geometric.loader.NeighborLoader",
         "torch_geometric.loader.LinkNeighborLoader",
         "torch_geometric.data.DataLoader",
+        # torchdata's resumable loader (torchtune, OpenRLHF): a DataLoader subclass whose workers
+        # get their seeds the same way
+        "torchdata.stateful_dataloader.StatefulDataLoader",
+        "torchdata.stateful_dataloader.stateful_dataloader.StatefulDataLoader",
     }
 )
 # torch.utils.data.DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
@@ -72,7 +76,8 @@ class DataLoaderWorkerSeed(Rule):
         "built in the same function (literal, `dict(...)`, `.update(...)`, `d[k] = v`, "
         "`a if c else b`; a conditional `.update` counts as made). A dict that is partly opaque "
         "(a parameter, a call's result) silences the rule, as does `*args`. Project subclasses "
-        "of DataLoader and PyTorch Geometric's loaders count, by keyword only; a subclass whose "
+        "of DataLoader, PyTorch Geometric's loaders and torchdata's `StatefulDataLoader` count, by "
+        "keyword only; a subclass whose "
         "own code passes `generator`/`worker_init_fn` is trusted. A loader built in a Lightning "
         "(data)module is not reported when the project calls `seed_everything(..., workers=True)`, "
         "or Fabric's `fabric.seed_everything(...)` (whose `workers` defaults to True) in a project "
