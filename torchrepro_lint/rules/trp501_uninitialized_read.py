@@ -528,8 +528,10 @@ class _Tracker:
         `if mask is None: x = torch.empty(...); b = 0` / `else: x = mask; b = 1`, then
         `torch.baddbmm(x, q, k, beta=b)` (diffusers' attention scores)."""
         beta = arg(call, None, "beta")
-        if beta is None or _zero(beta):
-            return beta is not None
+        if beta is None:
+            return False
+        if _zero(beta):
+            return True
         origin, data = self.origin, self.data
         if not isinstance(beta, cst.Name) or origin is None:
             return False

@@ -115,7 +115,8 @@ class GradContext:
         found = self.index.derived.get("converter script")
         if found is None:
             calls_in, _ = _call_tables(self.index)
-            loads = any(_loads_weights(site) for site in calls_in.get(id(None), ()))
+            top_level = calls_in.get(id(None), ())  # (calls in no function are kept under id(None))
+            loads = any(_loads_weights(site) for site in top_level)
             found = self.index.derived["converter script"] = loads and not any(_trains(site) for site in self.index.calls)
         return found
 
