@@ -28,7 +28,9 @@ ONES = frozenset({"torch.ones", "torch.ones_like"})
 # every write carries the same value, or when the indices cannot repeat (distinct_indices.py).
 DUPLICATE_INDEX_ENTRIES = frozenset({"scatter_src", "index_put_no_accumulate", "index_copy"})
 # Tensor methods whose result is a boolean mask: its values are zeros and ones
-MASK_METHODS = frozenset({"eq", "ne", "gt", "ge", "lt", "le", "bool", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or"})
+MASK_METHODS = frozenset(
+    {"eq", "ne", "gt", "ge", "lt", "le", "bool", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or"}
+)
 CONSTANT_FACTORIES = frozenset({"torch.ones", "torch.ones_like", "torch.zeros", "torch.zeros_like", "torch.full", "torch.full_like"})
 
 
