@@ -380,7 +380,8 @@ BATCH_SAMPLERS = frozenset({"torch.utils.data.BatchSampler", "torch.utils.data.s
 
 
 def _given_generator(call: cst.Call) -> bool:
-    return any(a.keyword is not None and a.keyword.value == "generator" and not is_none(a.value) for a in call.args)
+    generator = arg(call, None, "generator")
+    return generator is not None and not is_none(generator)
 
 
 def _sampler_may_draw(index, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:

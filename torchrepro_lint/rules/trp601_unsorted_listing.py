@@ -19,6 +19,7 @@ LISTING_CALLS = {
 PATH_METHODS = frozenset({"glob", "rglob", "iterdir"})
 ANY_RECEIVER_METHODS = frozenset({"rglob", "iterdir"})  # pathlib-only names
 PATH_CLASSES = frozenset({"pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath", "pathlib.WindowsPath"})
+ZIP_PATH_CLASSES = frozenset({"zipfile.Path", "zipfile._path.Path"})  # an archive's entries, in the order written
 PATH_RETURNING_METHODS = frozenset({"resolve", "absolute", "expanduser", "with_suffix", "with_name", "joinpath", "with_stem"})
 
 
@@ -199,7 +200,7 @@ def upload(root, client):
         if method in PATH_METHODS and (method in ANY_RECEIVER_METHODS or _is_path(index, data, call.func.value, 0)):
             if qualname and qualname.startswith(("glob.", "os.")):
                 return None
-            if _is_zip_path(index, data, call.func.value):
+            if _is_path(index, data, call.func.value, 0, ZIP_PATH_CLASSES):
                 return None  # a zip's entries come in the order they were written, on every machine
             return f"Path.{method}"
         return None
@@ -263,46 +264,29 @@ def _sorts_in_place(data, target: cst.BaseExpression, loop: cst.For) -> bool:
     return False
 
 
-def _is_zip_path(index, data, expr: cst.BaseExpression) -> bool:
-    """`zipfile.Path(zf)` (or a variable holding one, `.joinpath`/`/` of one)."""
-    for _ in range(4):
-        if isinstance(expr, cst.Name):
-            expr = data.reaching_value(expr)
-        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
-            expr = expr.left
-        elif isinstance(expr, cst.Call) and method_name(expr) == "joinpath":
-            expr = expr.func.value
-        else:
-            break
-    return (
-        isinstance(expr, cst.Call) and isinstance(expr.func, (cst.Name, cst.Attribute))
-        and index.resolve(expr.func, expr) in ("zipfile.Path", "zipfile._path.Path")
-    )
-
-
-def _is_path(index, data, expr: cst.BaseExpression, depth: int) -> bool:
-    """Visibly a pathlib path: `Path(...)`, `p / "x"`, `p.parent`, a variable holding one, or a
-    parameter annotated `Path`."""
+def _is_path(index, data, expr: cst.BaseExpression, depth: int, classes=PATH_CLASSES) -> bool:
+    """Visibly a pathlib path (or one of `classes`: ZIP_PATH_CLASSES): `Path(...)`, `p / "x"`,
+    `p.parent`, a variable holding one, or a parameter annotated `Path`."""
     if depth > 5:
         return False
     if isinstance(expr, cst.Call):
-        if isinstance(expr.func, (cst.Name, cst.Attribute)) and index.resolve(expr.func, expr) in PATH_CLASSES:
+        if isinstance(expr.func, (cst.Name, cst.Attribute)) and index.resolve(expr.func, expr) in classes:
             return True
         method = method_name(expr)
-        return method in PATH_RETURNING_METHODS and _is_path(index, data, expr.func.value, depth + 1)
+        return method in PATH_RETURNING_METHODS and _is_path(index, data, expr.func.value, depth + 1, classes)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
-        return _is_path(index, data, expr.left, depth + 1)
+        return _is_path(index, data, expr.left, depth + 1, classes)
     if isinstance(expr, cst.Attribute) and expr.attr.value == "parent":
-        return _is_path(index, data, expr.value, depth + 1)
+        return _is_path(index, data, expr.value, depth + 1, classes)
     if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Attribute) and expr.value.attr.value == "parents":
-        return _is_path(index, data, expr.value.value, depth + 1)
+        return _is_path(index, data, expr.value.value, depth + 1, classes)
     if isinstance(expr, cst.Name):
         param = data.parameter(expr)
         if param is not None:
             annotation = param.annotation.annotation if param.annotation is not None else None
-            return annotation is not None and index.resolve(annotation, param) in PATH_CLASSES
+            return annotation is not None and index.resolve(annotation, param) in classes
         value = data.reaching_value(expr)
-        return value is not None and _is_path(index, data, value, depth + 1)
+        return value is not None and _is_path(index, data, value, depth + 1, classes)
     return False
 
 

@@ -274,11 +274,8 @@ class GradContext:
         if CHECKPOINT_NAME.search(name) or function.name.value in self._load_hooks():
             return True
         calls_in, calls_of = _call_tables(self.index)
-        for site in calls_in.get(id(function), ()):
-            if site.qualname in LOADERS:
-                return True
-            if isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value in LOADER_METHODS:
-                return True
+        if any(_loads_weights(site) for site in calls_in.get(id(function), ())):
+            return True
         if depth > 3 or self.index.enclosing(function, cst.ClassDef) is not None:
             return False
         # A module-level helper called only from checkpoint-loading functions of this module.
