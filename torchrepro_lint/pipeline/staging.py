@@ -513,7 +513,8 @@ class ProgramRunner:
             for e in entries:
                 facts.append(self.run(self.project, e.module, e.as_main, e.function))
                 self.progress.advance("programs")
-        self.project.recorded = (dict(self.project.import_walks), dict(self.project.callback_runs))
+        project = self.project
+        project.recorded = (dict(project.import_walks), dict(project.callback_runs), dict(project.call_runs))
         self.stats.programs = len(entries)
         return [entry.program(found) for entry, found in zip(entries, facts)]
 

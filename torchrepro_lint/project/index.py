@@ -332,6 +332,11 @@ class ProjectIndex:
     # lands in a list no longer in the dict, and is never replayed.
     import_walks: dict = field(default_factory=dict, repr=False)
     callback_runs: dict = field(default_factory=dict, repr=False)
+    # The language server: calls out of an entry module, by (entry path, ref, callee), this
+    # run's, and the previous run's, taken on first use (interpreter/kept_calls.py)
+    call_runs: dict = field(default_factory=dict, repr=False)
+    call_runs_before: dict = field(default_factory=dict, repr=False)
+    recordings_hold: object = field(default=None, repr=False)  # reads -> whether they hold (adopt_recordings)
     # module id -> what importing it brings in when its top level is inert (interpreter/inert.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
@@ -472,6 +477,8 @@ class ProjectIndex:
         self.generation += 1
         self.import_walks.clear()
         self.callback_runs.clear()
+        self.call_runs.clear()
+        self.call_runs_before.clear()
         self._named.clear()
         self.inert_imports.clear()
         self._resolved.clear()
@@ -486,7 +493,8 @@ class ProjectIndex:
         of that (timm's train.py: 52 of 110 ms)."""
         if self.recorded_before is None:
             return
-        walks, runs = self.recorded_before
+        walks, runs, self.call_runs_before = self.recorded_before
+        self.recordings_hold = still_hold
         self.recorded_before = None
         current = {id(module) for module in self.modules.values()}
 

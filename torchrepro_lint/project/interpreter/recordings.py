@@ -129,39 +129,69 @@ class CallbackRun(_Recording):
         self._redo(interpreter, self.facts)
 
 
-class _Reanchored:
-    """Occurrences, states and facts with one anchor replaced (shared objects stay shared)."""
+class Remapped:
+    """Occurrences, states and facts with their sites and anchors mapped (`site`, `anchor`:
+    identity here; shared objects stay shared, and one that maps to itself is kept)."""
 
-    def __init__(self, old: Site, new: Site) -> None:
-        self.old, self.new = old, new
+    def __init__(self) -> None:
         self._done: dict[int, Occurrence] = {}
 
+    def site(self, site: Site) -> Site:
+        return site
+
+    def anchor(self, anchor: Site) -> Site:
+        return anchor
+
     def occurrence(self, occurrence: Occurrence | None) -> Occurrence | None:
-        if occurrence is None or self.old == self.new or occurrence.anchor != self.old:
-            return occurrence
+        if occurrence is None:
+            return None
         found = self._done.get(id(occurrence))
         if found is None:
-            found = self._done[id(occurrence)] = Occurrence(
-                occurrence.site, self.new, occurrence.detail, occurrence.guards, occurrence.ordered
-            )
+            site, anchor = self.site(occurrence.site), self.anchor(occurrence.anchor)
+            if site is occurrence.site and anchor is occurrence.anchor:
+                found = occurrence
+            else:
+                found = Occurrence(site, anchor, occurrence.detail, occurrence.guards, occurrence.ordered)
+            self._done[id(occurrence)] = found
         return found
 
     def state(self, state: PathState) -> PathState:
         consumed, claim, benchmark, pending = state.consumed, state.claim, state.benchmark, state.pending_late
         if consumed is None and claim is None and benchmark is None and pending is None:
             return state
-        return state.evolve(
+        moved = dict(
             consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark),
             pending_late=tuple(self.occurrence(o) for o in pending) if pending is not None else None,
         )
+        if all(moved[name] is getattr(state, name) for name in ("consumed", "claim", "benchmark")) and (
+            pending is None or all(a is b for a, b in zip(moved["pending_late"], pending))
+        ):
+            return state
+        return state.evolve(**moved)
 
     def facts(self, facts: Facts) -> Facts:
         return Facts(
-            {kind: {site: self.occurrence(o) for site, o in found.items()} for kind, found in facts.effects.items()},
-            {(self.new if a == self.old else a): self.occurrence(o) for a, o in facts.late_seeds.items()},
+            {kind: {self.site(site): self.occurrence(o) for site, o in found.items()} for kind, found in facts.effects.items()},
+            {self.anchor(a): self.occurrence(o) for a, o in facts.late_seeds.items()},
             [self.state(s) for s in facts.final_states],
             [(self.occurrence(o), set_up, self.facts(child)) for o, set_up, child in facts.spawns],
             facts.truncated,
             set(facts.modules),
             set(facts.functions),
         )
+
+
+class _Reanchored(Remapped):
+    """One anchor replaced by another."""
+
+    def __init__(self, old: Site, new: Site) -> None:
+        super().__init__()
+        self.old, self.new = old, new
+
+    def anchor(self, anchor: Site) -> Site:
+        return self.new if anchor == self.old else anchor
+
+    def occurrence(self, occurrence: Occurrence | None) -> Occurrence | None:
+        if occurrence is None or self.old == self.new or occurrence.anchor != self.old:
+            return occurrence  # (the common case, without the memo)
+        return super().occurrence(occurrence)

@@ -13,6 +13,7 @@ from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
+from torchrepro_lint.project.interpreter.kept_calls import call_key, kept_call, keeps_calls
 from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
 from torchrepro_lint.project.interpreter.states import (
     MAX_DEPTH,
@@ -64,6 +65,9 @@ class Interpreter:
         # Paths an exception is taking out of what runs now (see `caught`): they skip the rest of
         # each block and call until a `try` takes them, or the program ends on them.
         self.raised: list[PathState] = []
+        # While a kept call is recorded (kept_calls.py), the program's module initialisations
+        # before it: its facts start empty, and a checkpoint load asks about earlier inits.
+        self.inits_before: dict = {}
 
     # -- entry points ------------------------------------------------------------------
     def run_module(self, *, as_main: bool, function: str | None = None) -> Facts:
@@ -305,7 +309,8 @@ class Interpreter:
         return Occurrence(site, frame.anchor or site, detail, guards, self.ordered)
 
     def _is_module_init(self, consumed: Occurrence) -> bool:
-        return consumed.site in self.facts.effects.get(Kind.MODULE_INIT, {})
+        site = consumed.site
+        return site in self.facts.effects.get(Kind.MODULE_INIT, {}) or site in self.inits_before
 
     def effect(self, effect: ir.Effect, states: list[PathState], frame: Frame) -> list[PathState]:
         value = self.evaluate(effect.value, frame)
@@ -462,11 +467,19 @@ class Interpreter:
         for name, value in kwargs:
             env[name] = value
         anchor = frame.anchor
-        if anchor is None and ref is not None and symbol.module is not self.entry:
+        leaves_entry = anchor is None and ref is not None and symbol.module is not self.entry
+        if leaves_entry:
             anchor = (frame.module, ref)  # the call in the entry program that leaves it
         def_class = self.project.resolve("@." + symbol.path.rpartition(".")[0], symbol.module) if function.is_method else None
         callee_frame = Frame(symbol.module, env, self_class or def_class, def_class, anchor)
         self.facts.modules.add(symbol.module.path)
+        if leaves_entry and keeps_calls(self, frame):
+            called = call_key(self, symbol, callee_frame, anchor, states)
+            # (the callee's code read again inside: a kept run holds while it is the same)
+            return kept_call(self, called, lambda: self.run_call(key, symbol.function, states, callee_frame))
+        return self.run_call(key, function, states, callee_frame)
+
+    def run_call(self, key, function: ir.FunctionIR, states, callee_frame: Frame):
         self.stack.append(key)
         try:
             normal, returned, raised = self.caught(function.body, states, callee_frame)
@@ -497,7 +510,7 @@ class Interpreter:
         beyond this program (inert_import); what it finds is added to the memo after."""
         kept, self.effectful_memo = self.effectful_memo, {}
         try:
-            yield
+            yield self.effectful_memo
         finally:
             found, self.effectful_memo = self.effectful_memo, kept
             for key, value in found.items():

@@ -1,0 +1,195 @@
+"""The language server keeps the calls an entry program makes into the rest of the project
+(interpreter/kept_calls.py): an edit of `main()` replays the calls whose paths and arguments are
+the same, and walks again those whose input, or whose code, changed. Every analysis here must
+find what a new session finds."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import torchrepro_lint.project.interpreter.kept_calls as kept_calls
+from torchrepro_lint.server.session import Workspace
+
+HELPERS = """import torch
+
+
+def build_model(width):
+    layer = torch.nn.Linear(width, width)
+    if width > 4:
+        torch.nn.init.normal_(layer.weight)
+    return layer
+
+
+def restore(model, path):
+    model.load_state_dict(torch.load(path))
+
+
+def make_noise():
+    return torch.randn(4)
+"""
+
+MAIN = """import torch
+import helpers
+
+
+def main(args):
+    torch.manual_seed(args.seed)
+    model = helpers.build_model(8)
+    helpers.restore(model, args.checkpoint)
+    x = 1
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(8)).sum().backward()
+    opt.step()
+    return model
+
+
+if __name__ == "__main__":
+    main(None)
+"""
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """How many calls each analysis walked and recorded (the others were replayed)."""
+    counts: list[int] = [0]
+    real = kept_calls._record
+
+    def counting(*args):
+        counts[-1] += 1
+        return real(*args)
+
+    monkeypatch.setattr(kept_calls, "_record", counting)
+    return counts
+
+
+def _project(tmp_path: Path, files: dict[str, str]):
+    (tmp_path / "pyproject.toml").write_text("[tool.torchrepro-lint]\n")
+    workspace = Workspace(tmp_path, persistent=False)
+    paths = {}
+    for name, text in files.items():
+        path = paths[name] = (tmp_path / name).resolve()
+        path.write_text(text)
+        session = workspace.open(path, text)
+    return session, paths
+
+
+def _fresh_findings(root: Path, session):
+    fresh = Workspace(root, persistent=False)
+    for buffer, text in session.buffers.items():
+        fresh.open(buffer, text)
+    return fresh.sessions[session.root].analyse().findings
+
+
+def _codes(found) -> list[tuple[str, str]]:
+    return sorted((path.name, finding.code) for path, findings in found.items() for finding in findings)
+
+
+def test_an_edit_below_the_calls_in_main_replays_them_and_an_edit_of_the_callee_walks_it_again(tmp_path, recorded):
+    session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": MAIN})
+    train, helpers = paths["train.py"], paths["helpers.py"]
+    session.analyse()
+    assert recorded == [2]  # build_model and restore, each walked once
+    steps = [
+        (train, MAIN.replace("    x = 1\n", "    x = 2\n    noise = torch.randn(3)\n")),  # below both calls
+        (helpers, HELPERS.replace("    return layer\n", "    torch.randn(1)\n    return layer\n")),
+        (train, MAIN.replace("    torch.manual_seed(args.seed)\n", "")),  # the calls' paths change
+    ]
+    for path, text in steps:
+        recorded.append(0)
+        session.buffers[path] = text
+        found = session.analyse().findings
+        walked = recorded[-1]
+        assert found == _fresh_findings(tmp_path, session)
+        recorded[-1] = walked  # (the fresh session's walks do not count)
+    # replayed both; walked build_model again (its module changed: restore too, as it is
+    # kept by module); walked both again (they are given unseeded paths now)
+    assert recorded == [2, 0, 2, 2]
+
+
+def test_a_replayed_call_gives_the_findings_of_a_walked_one_as_its_input_changes(tmp_path):
+    # Each step changes what reaches or leaves the kept calls; the session must follow as a
+    # fresh one does, and the steps must change the findings (else the test shows nothing).
+    session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": MAIN})
+    train, helpers = paths["train.py"], paths["helpers.py"]
+    unseeded = MAIN.replace("    torch.manual_seed(args.seed)\n", "")
+    init_first = unseeded.replace("    model = helpers", "    torch.manual_seed(0)\n    model = helpers")
+    late_seed = MAIN.replace(
+        "    torch.manual_seed(args.seed)\n    model = helpers.build_model(8)\n",
+        "    model = helpers.build_model(8)\n    torch.manual_seed(args.seed)\n",
+    )
+    no_restore = late_seed.replace("    helpers.restore(model, args.checkpoint)\n", "")
+    noisy = MAIN.replace("    x = 1\n", "    x = helpers.make_noise()\n")
+    reseeding = MAIN.replace("    x = 1\n", "    torch.manual_seed(2)\n")
+    drawing = reseeding.replace("torch.manual_seed(args.seed)", "torch.randn(args.seed)")  # (no ref moves)
+    steps = [(train, reseeding), (train, drawing), (train, reseeding),
+        (train, MAIN + "# edit\n"), (train, unseeded), (train, unseeded + "# edit\n"), (train, init_first),
+        (train, late_seed), (train, late_seed + "# edit\n"), (train, no_restore), (train, no_restore + "# edit\n"),
+        (train, noisy), (helpers, HELPERS.replace("torch.randn(4)", "torch.zeros(4)")), (train, noisy + "# edit\n"),
+        (train, MAIN),
+    ]
+    seen = []
+    for path, text in [(train, MAIN), *steps]:
+        session.buffers[path] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        seen.append(tuple(_codes(found)))
+    assert len(set(seen)) >= 3
+
+
+def test_a_kept_call_that_imports_a_module_replays_only_where_that_module_is_imported_as_before(tmp_path):
+    # load_extra() imports extra.py, whose top level draws: what that does to the program depends
+    # on whether train.py imported extra itself before the call.
+    extra = "import torch\n\nTABLE = torch.randn(4)\n"
+    helpers = "def load_extra():\n    import extra\n    return extra.TABLE\n"
+    main = "import torch\nimport helpers\n\n\ndef main():\n    t = helpers.load_extra()\n    return t\n\n\nmain()\n"
+    session, paths = _project(tmp_path, {"extra.py": extra, "helpers.py": helpers, "train.py": main})
+    train = paths["train.py"]
+    importing_first = main.replace("import helpers\n", "import helpers\nimport extra\n")
+    seeded_first = main.replace("    t = helpers", "    torch.manual_seed(0)\n    t = helpers")
+    seen = []
+    for text in (main, main + "# edit\n", importing_first, importing_first + "# edit\n", seeded_first, main):
+        session.buffers[train] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        seen.append(tuple(_codes(found)))
+    assert len(set(seen)) >= 2
+
+    # The kept run of load_extra() from the last analysis (extra not imported before it) is
+    # replayed only where extra is still not imported.
+    session.buffers[train] = main.replace("    return t\n", "    return None\n")  # (its program runs again)
+    session.analyse()
+    (kept,) = [run for runs in session._recorded[2].values() for run in runs if run.key.callee.path == "load_extra"]
+    (extra_module,) = [m for m in kept.looked_up if m.path.name == "extra.py"]
+    assert kept.replays_in(SimpleNamespace(steps=0, imported=set()))
+    assert not kept.replays_in(SimpleNamespace(steps=0, imported={id(extra_module)}))
+
+
+SNIPPETS = [
+    "torch.manual_seed(1)", "torch.randn(2)", "torch.use_deterministic_algorithms(True)",
+    "torch.backends.cudnn.benchmark = True", "model = helpers.build_model(2)", "helpers.restore(model, 'w.pt')",
+    "helpers.make_noise()", "if args.fast:\n        torch.backends.cudnn.benchmark = False", "x = 3",
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_edits_of_main_find_what_a_fresh_session_finds(tmp_path, seed):
+    rng = random.Random(seed)
+    session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": MAIN})
+    train = paths["train.py"]
+    lines = MAIN.split("\n")
+    body = range(lines.index("def main(args):") + 1, lines.index("    opt = torch.optim.SGD(model.parameters(), lr=0.1)"))
+    session.analyse()
+    for _ in range(12):
+        at = rng.randrange(body.start, body.start + len(body) + 1)
+        if rng.random() < 0.7 or len(body) < 3:
+            lines.insert(at, "    " + rng.choice(SNIPPETS))
+            body = range(body.start, body.stop + 1)
+        elif at < body.stop:
+            del lines[at]
+            body = range(body.start, body.stop - 1)
+        session.buffers[train] = "\n".join(lines)
+        assert session.analyse().findings == _fresh_findings(tmp_path, session)

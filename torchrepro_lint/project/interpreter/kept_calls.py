@@ -1,0 +1,270 @@
+"""Calls into the project that the entry program makes, kept from one language-server run to the next.
+
+An edit inside `main()` of a training script runs its program again. Most of `main()`'s calls
+into the rest of the project (`create_dataset(...)`, `create_model(...)`) receive the same
+paths and arguments as in the run before, and walking them again was most of the edit's time
+(pytorch-image-models' `train.py`: `create_dataset` alone, called with 48 paths, took half of
+`main()`). Where the call chain leaves the entry module, the call is run once with what it did
+recorded (`CallRun`), and a later run replays it where the call is the same (`CallKey`) and
+nothing it read has changed.
+
+What a call did depends on the paths and bindings it is given, the call stack and guards it runs
+under, which modules are imported, whether a path's first draw was a module's initialisation
+(`_is_module_init` reads the program's facts) and which functions are effectful. The first four
+are its key. Imported-ness is compared on replay, as for an import walk. Effectful answers are
+found again from an empty memo while it is recorded (`fresh_effectful`), so what they read is
+among the recording's reads. A recording of the previous run holds the previous run's module
+objects: it is moved onto this run's (`_Moved`) once its reads are known to hold.
+
+Only the language server keeps calls (`ProjectIndex.lives_on`): a `check` run walks each
+program once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torchrepro_lint.project.index import ProjectModule, Symbol, note_read, record
+from torchrepro_lint.project.interpreter.recordings import Remapped
+from torchrepro_lint.project.interpreter.states import MAX_STEPS, WALKS_KEPT, Facts, Frame, PathState
+from torchrepro_lint.project.known_apis import Kind
+
+if TYPE_CHECKING:
+    from torchrepro_lint.project.interpreter.run import Interpreter
+
+
+@dataclass(frozen=True)
+class CallKey:
+    """What a call from the entry module into the rest of the project does depends on (beyond
+    the project's code and which modules are imported)."""
+
+    callee: Symbol
+    env: tuple  # the callee's bindings on entry: defaults, arguments, what was stored on `self`
+    self_class: Symbol | None
+    def_class: Symbol | None
+    anchor: tuple  # the call: (entry module, ref)
+    stack: tuple  # the entry's functions open around it, by path
+    guards: tuple
+    as_main: bool
+    importing: int
+    states: tuple  # the paths it is given
+    inits: tuple  # for each path, whether its first draw was a module's initialisation
+
+
+@dataclass
+class CallRun:
+    key: CallKey
+    states: list  # the paths that leave the call
+    raised: list  # the paths an exception takes out of it
+    facts: Facts
+    steps: int
+    looked_up: frozenset  # modules whose imported-ness it tested
+    imported_then: frozenset  # those that were imported already
+    imported: frozenset  # modules it imported
+    effectful: dict  # what it found effectful, by (module, path)
+    callbacks: dict  # callbacks it registered
+    reads: frozenset
+    modules: frozenset  # every module object the recording points at
+
+    def replays_in(self, interpreter: Interpreter) -> bool:
+        imported = interpreter.imported
+        return (
+            interpreter.steps + self.steps <= MAX_STEPS
+            and {m for m in self.looked_up if id(m) in imported} == self.imported_then
+        )
+
+    def replay(self, interpreter: Interpreter) -> list[PathState]:
+        for read in self.reads:
+            note_read(*read)
+        interpreter.imported |= {id(m) for m in self.imported}
+        interpreter.steps += self.steps
+        memo = interpreter.effectful_memo
+        for (module, path), found in self.effectful.items():
+            memo.setdefault((id(module), path), found)
+        for key, symbol in self.callbacks.items():
+            interpreter.callbacks.setdefault(key, symbol)
+        interpreter.facts.merge(self.facts)
+        interpreter.facts.spawns += self.facts.spawns
+        interpreter.raised += self.raised
+        return list(self.states)
+
+
+def keeps_calls(interpreter: Interpreter, frame: Frame) -> bool:
+    """Whether a call leaving the entry module here may be kept: a program's own ordered run
+    (not a spawned child's, a callback's or an import walk's recording), from the entry's code
+    with only the entry's functions open."""
+    entry = id(interpreter.entry)
+    return (
+        interpreter.project.lives_on
+        and interpreter.lookups is None
+        and interpreter.ordered
+        and not interpreter.spawned
+        and interpreter.depth == 0
+        and frame.module is interpreter.entry
+        and all(module_id == entry for module_id, _ in interpreter.stack)
+    )
+
+
+def kept_call(interpreter: Interpreter, key: CallKey, run) -> list[PathState]:
+    """The paths out of the call `key` describes: replayed from a kept run, or `run()` recorded."""
+    project = interpreter.project
+    head = (key.anchor[0].path, key.anchor[1], key.callee.module.path, key.callee.path)
+    runs = project.call_runs.get(head)
+    if runs is None:
+        runs = project.call_runs[head] = _adopted(project, project.call_runs_before.get(head, ()))
+    for kept in runs:
+        if kept.key == key and kept.replays_in(interpreter):
+            return kept.replay(interpreter)
+    kept = _record(interpreter, key, run)
+    if kept.facts.truncated or len(runs) >= WALKS_KEPT:
+        return kept.replay(interpreter)
+    runs.append(kept)
+    return kept.replay(interpreter)
+
+
+def call_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states) -> CallKey:
+    inits = interpreter.facts.effects.get(Kind.MODULE_INIT, {})
+    return CallKey(
+        callee, tuple(callee_frame.env.items()), callee_frame.self_class, callee_frame.def_class, anchor,
+        tuple(path for _, path in interpreter.stack), tuple(interpreter.guards), interpreter.as_main,
+        interpreter.importing, tuple(states),
+        tuple(s.consumed is not None and s.consumed.site in inits for s in states),
+    )
+
+
+def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
+    """Run the call with what it does captured, then undo that (replay redoes it)."""
+    project = interpreter.project
+    outer_facts, outer_raised = interpreter.facts, interpreter.raised
+    imported_before, steps_before, callbacks_before = set(interpreter.imported), interpreter.steps, dict(interpreter.callbacks)
+    interpreter.facts, interpreter.raised, interpreter.lookups = Facts(), [], set()
+    interpreter.inits_before = outer_facts.effects.get(Kind.MODULE_INIT, {})
+    try:
+        with record() as reads, interpreter.fresh_effectful() as effectful:
+            states = run()
+        facts, raised, looked_up = interpreter.facts, interpreter.raised, interpreter.lookups
+    finally:
+        interpreter.facts, interpreter.raised, interpreter.lookups = outer_facts, outer_raised, None
+        interpreter.inits_before = {}
+    by_id = {id(m): m for m in project.modules.values()}
+    imported = frozenset(by_id[i] for i in interpreter.imported - imported_before if i in by_id)
+    looked_up_modules = frozenset(by_id[i] for i in looked_up if i in by_id)
+    kept = CallRun(
+        key, states, raised, facts, interpreter.steps - steps_before, looked_up_modules,
+        frozenset(m for m in looked_up_modules if id(m) in imported_before), imported,
+        {(by_id[i], path): found for (i, path), found in effectful.items() if i in by_id},
+        {k: s for k, s in interpreter.callbacks.items() if k not in callbacks_before}, frozenset(reads), frozenset(),
+    )
+    kept.modules = frozenset(_modules_of(kept))
+    interpreter.imported -= interpreter.imported - imported_before
+    interpreter.steps = steps_before
+    interpreter.callbacks.clear()
+    interpreter.callbacks.update(callbacks_before)
+    return kept
+
+
+def _adopted(project, runs) -> list[CallRun]:
+    """The previous run's recordings of one call that still hold, on this run's modules."""
+    out = []
+    hold = project.recordings_hold
+    for kept in runs:
+        if hold is None or not hold(kept.reads):
+            continue
+        moved = _Moved(project.modules).call_run(kept)
+        if moved is not None:
+            out.append(moved)
+    return out
+
+
+def _modules_of(kept: CallRun):
+    key = kept.key
+    yield key.callee.module
+    yield key.anchor[0]
+    for symbol in (key.self_class, key.def_class, *kept.callbacks.values()):
+        if symbol is not None:
+            yield symbol.module
+    yield from kept.looked_up
+    yield from kept.imported
+    for module, _ in kept.effectful:
+        yield module
+    for state in (*key.states, *kept.states, *kept.raised, *_states_of(kept.facts)):
+        for occurrence in _occurrences_of(state):
+            yield occurrence.site[0]
+            yield occurrence.anchor[0]
+    for occurrence in _facts_occurrences(kept.facts):
+        yield occurrence.site[0]
+        yield occurrence.anchor[0]
+
+
+def _occurrences_of(state: PathState):
+    for occurrence in (state.consumed, state.claim, state.benchmark, *(state.pending_late or ())):
+        if occurrence is not None:
+            yield occurrence
+
+
+def _states_of(facts: Facts):
+    yield from facts.final_states
+    for _, _, child in facts.spawns:
+        yield from _states_of(child)
+
+
+def _facts_occurrences(facts: Facts):
+    for found in facts.effects.values():
+        yield from found.values()
+    for anchor, occurrence in facts.late_seeds.items():
+        yield occurrence
+    for occurrence, _, child in facts.spawns:
+        yield occurrence
+        yield from _facts_occurrences(child)
+
+
+class _Gone(Exception):
+    """A module the recording points at is no longer in the project."""
+
+
+class _Moved(Remapped):
+    """A recording's sites and symbols put on this run's module objects (the edited module's is new)."""
+
+    def __init__(self, modules: dict) -> None:
+        super().__init__()
+        self.modules = modules
+
+    def module(self, module: ProjectModule) -> ProjectModule:
+        current = self.modules.get(module.path)
+        if current is None:
+            raise _Gone
+        return current
+
+    def site(self, site):
+        module = self.module(site[0])
+        return site if module is site[0] else (module, site[1])
+
+    anchor = site
+
+    def symbol(self, symbol: Symbol | None) -> Symbol | None:
+        if symbol is None:
+            return None
+        module = self.module(symbol.module)
+        return symbol if module is symbol.module else Symbol(module, symbol.path)
+
+    def call_run(self, kept: CallRun) -> CallRun | None:
+        if all(self.modules.get(m.path) is m for m in kept.modules):
+            return kept
+        try:
+            key = kept.key
+            moved_key = CallKey(
+                self.symbol(key.callee), key.env, self.symbol(key.self_class), self.symbol(key.def_class),
+                self.site(key.anchor), key.stack, key.guards, key.as_main, key.importing,
+                tuple(self.state(s) for s in key.states), key.inits,
+            )
+            callbacks = {(id(self.module(s.module)), path): self.symbol(s) for (_, path), s in kept.callbacks.items()}
+            effectful = {(self.module(module), path): found for (module, path), found in kept.effectful.items()}
+            return CallRun(
+                moved_key, [self.state(s) for s in kept.states], [self.state(s) for s in kept.raised],
+                self.facts(kept.facts), kept.steps, frozenset(map(self.module, kept.looked_up)),
+                frozenset(map(self.module, kept.imported_then)), frozenset(map(self.module, kept.imported)),
+                effectful, callbacks, kept.reads, frozenset(self.modules[m.path] for m in kept.modules),
+            )
+        except _Gone:
+            return None
