@@ -337,6 +337,7 @@ class ProjectIndex:
     call_runs: dict = field(default_factory=dict, repr=False)
     call_runs_before: dict = field(default_factory=dict, repr=False)
     recordings_hold: object = field(default=None, repr=False)  # reads -> whether they hold (adopt_recordings)
+    moved: object | None = field(default=None, repr=False)  # kept_calls.py: the previous run's calls put on this run's modules
     # module id -> what importing it brings in when its top level is inert (interpreter/inert.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from torchrepro_lint.project.index import ProjectModule, Symbol, note_read, record
-from torchrepro_lint.project.interpreter.recordings import Remapped
+from torchrepro_lint.project.interpreter.moved import Gone, Moved
 from torchrepro_lint.project.interpreter.states import MAX_STEPS, WALKS_KEPT, Facts, Frame, PathState
 from torchrepro_lint.project.known_apis import Kind
 
@@ -109,9 +109,11 @@ def keeps_calls(interpreter: Interpreter, frame: Frame) -> bool:
 def kept_call(interpreter: Interpreter, key: CallKey, run) -> list[PathState]:
     """The paths out of the call `key` describes: replayed from a kept run, or `run()` recorded."""
     project = interpreter.project
-    head = (key.anchor[0].path, key.anchor[1], key.callee.module.path, key.callee.path)
+    head = _head(key)
     runs = project.call_runs.get(head)
     if runs is None:
+        if project.moved is None:
+            _move_heads(project)
         runs = project.call_runs[head] = _adopted(project, project.call_runs_before.get(head, ()))
     for kept in runs:
         if kept.key == key and kept.replays_in(interpreter):
@@ -164,6 +166,26 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
     return kept
 
 
+def _head(key: CallKey) -> tuple:
+    """Where a kept call is looked up: its call site and callee, by path."""
+    return (key.anchor[0].path, key.anchor[1], key.callee.module.path, key.callee.path)
+
+
+def _move_heads(project) -> None:
+    """The previous run's kept calls, looked up by this run's refs: an edit above a call in
+    the entry module moved its ref (moved.py)."""
+    moved = project.moved = Moved(project.modules)
+    by_head = {}
+    for head, runs in project.call_runs_before.items():
+        try:
+            anchor = moved.site(runs[0].key.anchor) if runs else None
+        except Gone:
+            continue
+        if anchor is not None:
+            by_head[(anchor[0].path, anchor[1], *head[2:])] = runs
+    project.call_runs_before = by_head
+
+
 def _adopted(project, runs) -> list[CallRun]:
     """The previous run's recordings of one call that still hold, on this run's modules."""
     out = []
@@ -171,7 +193,7 @@ def _adopted(project, runs) -> list[CallRun]:
     for kept in runs:
         if hold is None or not hold(kept.reads):
             continue
-        moved = _Moved(project.modules).call_run(kept)
+        moved = _moved(project.moved, kept)
         if moved is not None:
             out.append(moved)
     return out
@@ -219,52 +241,23 @@ def _facts_occurrences(facts: Facts):
         yield from _facts_occurrences(child)
 
 
-class _Gone(Exception):
-    """A module the recording points at is no longer in the project."""
-
-
-class _Moved(Remapped):
-    """A recording's sites and symbols put on this run's module objects (the edited module's is new)."""
-
-    def __init__(self, modules: dict) -> None:
-        super().__init__()
-        self.modules = modules
-
-    def module(self, module: ProjectModule) -> ProjectModule:
-        current = self.modules.get(module.path)
-        if current is None:
-            raise _Gone
-        return current
-
-    def site(self, site):
-        module = self.module(site[0])
-        return site if module is site[0] else (module, site[1])
-
-    anchor = site
-
-    def symbol(self, symbol: Symbol | None) -> Symbol | None:
-        if symbol is None:
-            return None
-        module = self.module(symbol.module)
-        return symbol if module is symbol.module else Symbol(module, symbol.path)
-
-    def call_run(self, kept: CallRun) -> CallRun | None:
-        if all(self.modules.get(m.path) is m for m in kept.modules):
-            return kept
-        try:
-            key = kept.key
-            moved_key = CallKey(
-                self.symbol(key.callee), key.env, self.symbol(key.self_class), self.symbol(key.def_class),
-                self.site(key.anchor), key.stack, key.guards, key.as_main, key.importing,
-                tuple(self.state(s) for s in key.states), key.inits,
-            )
-            callbacks = {(id(self.module(s.module)), path): self.symbol(s) for (_, path), s in kept.callbacks.items()}
-            effectful = {(self.module(module), path): found for (module, path), found in kept.effectful.items()}
-            return CallRun(
-                moved_key, [self.state(s) for s in kept.states], [self.state(s) for s in kept.raised],
-                self.facts(kept.facts), kept.steps, frozenset(map(self.module, kept.looked_up)),
-                frozenset(map(self.module, kept.imported_then)), frozenset(map(self.module, kept.imported)),
-                effectful, callbacks, kept.reads, frozenset(self.modules[m.path] for m in kept.modules),
-            )
-        except _Gone:
-            return None
+def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
+    if all(moved.modules.get(m.path) is m for m in kept.modules):
+        return kept
+    try:
+        key = kept.key
+        moved_key = CallKey(
+            moved.symbol(key.callee), key.env, moved.symbol(key.self_class), moved.symbol(key.def_class),
+            moved.site(key.anchor), key.stack, key.guards, key.as_main, key.importing,
+            tuple(moved.state(s) for s in key.states), key.inits,
+        )
+        return CallRun(
+            moved_key, [moved.state(s) for s in kept.states], [moved.state(s) for s in kept.raised],
+            moved.facts(kept.facts), kept.steps, frozenset(map(moved.module, kept.looked_up)),
+            frozenset(map(moved.module, kept.imported_then)), frozenset(map(moved.module, kept.imported)),
+            {(moved.module(module), path): found for (module, path), found in kept.effectful.items()},
+            {(id(moved.module(s.module)), path): moved.symbol(s) for (_, path), s in kept.callbacks.items()},
+            kept.reads, frozenset(map(moved.module, kept.modules)),
+        )
+    except Gone:
+        return None

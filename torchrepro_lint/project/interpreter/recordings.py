@@ -135,6 +135,7 @@ class Remapped:
 
     def __init__(self) -> None:
         self._done: dict[int, Occurrence] = {}
+        self._states: dict[int, PathState] = {}  # (the same paths flow through many recordings)
 
     def site(self, site: Site) -> Site:
         return site
@@ -159,6 +160,13 @@ class Remapped:
         consumed, claim, benchmark, pending = state.consumed, state.claim, state.benchmark, state.pending_late
         if consumed is None and claim is None and benchmark is None and pending is None:
             return state
+        found = self._states.get(id(state))
+        if found is None:
+            found = self._states[id(state)] = self._moved_state(state)
+        return found
+
+    def _moved_state(self, state: PathState) -> PathState:
+        consumed, claim, benchmark, pending = state.consumed, state.claim, state.benchmark, state.pending_late
         moved = dict(
             consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark),
             pending_late=tuple(self.occurrence(o) for o in pending) if pending is not None else None,

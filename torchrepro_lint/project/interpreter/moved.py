@@ -1,0 +1,117 @@
+"""A kept call of the previous language-server run, put on this run's module objects.
+
+The edited module is a new object, and an edit shifts the node refs after it: inserting a line
+in `main()` moves every call below it. A site in a module that changed is moved to the node of
+the same statement in the new module (`ref_map`): the statements before the edit keep their
+refs, those after it keep their content. A site in the edited region has no counterpart, and
+the recording that points at it is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.index import ProjectModule, Symbol, unrecorded
+from torchrepro_lint.project.interpreter.recordings import Remapped
+
+
+class Gone(Exception):
+    """A module or node the recording points at has no counterpart in this run."""
+
+
+class Moved(Remapped):
+    """Sites, occurrences, states, facts and symbols on this run's modules (`modules`, by path).
+    One for a run: what it moved (paths flow from one recording into the next) and the refs of
+    each changed module (`ref_maps`, by (id(old), id(new))) serve every recording."""
+
+    def __init__(self, modules: dict) -> None:
+        super().__init__()
+        self.modules = modules
+        self.ref_maps: dict[tuple[int, int], dict[int, int]] = {}
+
+    def module(self, module: ProjectModule) -> ProjectModule:
+        current = self.modules.get(module.path)
+        if current is None:
+            raise Gone
+        return current
+
+    def site(self, site):
+        old, ref = site
+        module = self.module(old)
+        if module is old:
+            return site
+        new_ref = self.refs(old, module).get(ref)
+        if new_ref is None:
+            raise Gone
+        return (module, new_ref)
+
+    anchor = site
+
+    def symbol(self, symbol: Symbol | None) -> Symbol | None:
+        if symbol is None:
+            return None
+        module = self.module(symbol.module)
+        return symbol if module is symbol.module else Symbol(module, symbol.path)
+
+    def refs(self, old: ProjectModule, new: ProjectModule) -> dict[int, int]:
+        key = (id(old), id(new))
+        found = self.ref_maps.get(key)
+        if found is None:
+            found = self.ref_maps[key] = ref_map(old, new)
+        return found
+
+
+def ref_map(old: ProjectModule, new: ProjectModule) -> dict[int, int]:
+    """Old ref -> new ref for the statements outside the edited region: the longest run of
+    equal statements from the start (same refs) and from the end (same content, refs shifted).
+    A ref that would map two ways is left out."""
+    with unrecorded():  # (only where sites point: the program reads what it reads itself)
+        before, after = _leaves(old.ir), _leaves(new.ir)
+    prefix = 0
+    limit = min(len(before), len(after))
+    while prefix < limit and before[prefix] == after[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and _same_but_ref(before[-1 - suffix], after[-1 - suffix]):
+        suffix += 1
+    pairs = [(s.ref, s.ref) for s in before[:prefix]]
+    pairs += [(a.ref, b.ref) for a, b in zip(before[len(before) - suffix:], after[len(after) - suffix:])]
+    mapped: dict[int, int] = {}
+    torn: set[int] = set()
+    for a, b in pairs:
+        if mapped.setdefault(a, b) != b:
+            torn.add(a)
+    for a in torn:
+        del mapped[a]
+    return mapped
+
+
+def _leaves(module: ir.ModuleIR) -> list:
+    """The statements that carry a ref (where an occurrence can be), in ref order."""
+    out: list = []
+
+    def walk(statements) -> None:
+        for statement in statements:
+            if isinstance(statement, ir.Branch):
+                walk(statement.then)
+                walk(statement.orelse)
+            elif isinstance(statement, ir.Try):
+                for block in ir.blocks_of(statement):
+                    walk(block)
+            elif isinstance(statement, (ir.Effect, ir.Call, ir.ImportModule, ir.Spawn)):
+                out.append(statement)
+
+    walk(module.top)
+    for function in module.functions.values():
+        walk(function.body)
+    out.sort(key=_ref)
+    return out
+
+
+def _ref(statement) -> int:
+    return statement.ref
+
+
+def _same_but_ref(a, b) -> bool:
+    return type(a) is type(b) and (a.ref == b.ref and a == b or a == replace(b, ref=a.ref))
