@@ -92,8 +92,9 @@ def test_an_edit_below_the_calls_in_main_replays_them_and_an_edit_of_the_callee_
     session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": MAIN})
     train, helpers = paths["train.py"], paths["helpers.py"]
     session.analyse()
-    assert recorded == [2]  # build_model and restore, each walked once
+    assert recorded == [0]  # the first analysis keeps nothing
     steps = [
+        (train, MAIN.replace("    x = 1\n", "    x = torch.randn(1)\n")),  # runs main() again: its calls are kept
         (train, MAIN.replace("    x = 1\n", "    x = 2\n    noise = torch.randn(3)\n")),  # below both calls
         (helpers, HELPERS.replace("    return layer\n", "    torch.randn(1)\n    return layer\n")),
         (train, MAIN.replace("    torch.manual_seed(args.seed)\n", "")),  # the calls' paths change
@@ -105,9 +106,10 @@ def test_an_edit_below_the_calls_in_main_replays_them_and_an_edit_of_the_callee_
         walked = recorded[-1]
         assert found == _fresh_findings(tmp_path, session)
         recorded[-1] = walked  # (the fresh session's walks do not count)
-    # replayed both; walked build_model again (its module changed: restore too, as it is
-    # kept by module); walked both again (they are given unseeded paths now)
-    assert recorded == [2, 0, 2, 2]
+    # walked and kept build_model and restore; replayed both; walked both again (their module
+    # changed: a kept call holds while every module it read is the same); walked both again
+    # (they are given unseeded paths now)
+    assert recorded == [0, 2, 0, 2, 2]
 
 
 def test_a_replayed_call_gives_the_findings_of_a_walked_one_as_its_input_changes(tmp_path):
@@ -167,6 +169,33 @@ def test_a_kept_call_that_imports_a_module_replays_only_where_that_module_is_imp
     (extra_module,) = [m for m in kept.looked_up if m.path.name == "extra.py"]
     assert kept.replays_in(SimpleNamespace(steps=0, imported=set()))
     assert not kept.replays_in(SimpleNamespace(steps=0, imported={id(extra_module)}))
+
+
+def test_a_finding_at_a_kept_call_moves_with_the_lines_typed_above_it(tmp_path, recorded):
+    # seed_torch() seeds torch only, and main() draws from `random`: TRP102 is reported at the
+    # call in main(), which the kept run holds as its anchor. A line typed above it moves the
+    # call; the replayed run must report it where it now is. (The paths it is given carry the
+    # benchmark switch of main()'s first line: they must move to the new module too.)
+    helpers = "import torch\n\n\ndef seed_torch(seed):\n    torch.manual_seed(seed)\n"
+    main = (
+        "import random\nimport torch\nimport helpers\n\n\ndef main(args):\n"
+        "    torch.backends.cudnn.benchmark = True\n    x = random.random()\n"
+        "    helpers.seed_torch(args.seed)\n    return x\n\n\nmain(None)\n"
+    )
+    session, paths = _project(tmp_path, {"helpers.py": helpers, "train.py": main})
+    train = paths["train.py"]
+    rows = []
+    for typed in range(4):
+        text = main.replace("    x = random.random()\n", "    x = random.random()\n" * (typed + 1))
+        session.buffers[train] = text.replace("return x", f"return x + {typed}")  # (main runs again)
+        recorded.append(0)
+        found = session.analyse().findings
+        walked = recorded[-1]
+        assert found == _fresh_findings(tmp_path, session)
+        recorded[-1] = walked
+        rows.append([f.row for f in found[train] if f.code == "TRP102"])
+    assert rows == [[9], [10], [11], [12]]
+    assert recorded == [0, 0, 1, 0, 0]  # kept at the second analysis, then replayed where it moved
 
 
 SNIPPETS = [

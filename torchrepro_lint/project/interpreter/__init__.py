@@ -19,6 +19,9 @@ Modules:
   ``Facts``, call frames, and the bounds that keep a run finite;
 - ``recordings``: an import walk (or a run of callbacks) recorded in one program and replayed,
   re-anchored, in the next;
+- ``kept_calls``: in the language server, the calls an entry program makes into the rest of the
+  project, recorded in one analysis and replayed in the next where they are the same;
+- ``moved``: such a recording put on the next analysis's module objects and node refs;
 - ``inert``: imports whose top levels do nothing tracked, taken without a walk;
 - ``devices``: device tests the lowering leaves to the run (an attribute of a class of another
   module, one stored on an object from outside its class).
