@@ -515,6 +515,10 @@ class ProgramRunner:
                 self.progress.advance("programs")
         project = self.project
         project.recorded = (dict(project.import_walks), dict(project.callback_runs), dict(project.call_runs))
+        # The previous run's kept calls are done with. (`recordings_hold` closes over this
+        # runner, which holds the project: a cycle the server's rare full collections would
+        # leave, with the whole run's garbage, for dozens of edits.)
+        project.call_runs_before, project.moved, project.recordings_hold = {}, None, None
         self.stats.programs = len(entries)
         return [entry.program(found) for entry, found in zip(entries, facts)]
 

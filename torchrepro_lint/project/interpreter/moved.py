@@ -90,23 +90,23 @@ def ref_map(old: ProjectModule, new: ProjectModule) -> dict[int, int]:
 def _leaves(module: ir.ModuleIR) -> list:
     """The statements that carry a ref (where an occurrence can be), in ref order."""
     out: list = []
-
-    def walk(statements) -> None:
-        for statement in statements:
-            if isinstance(statement, ir.Branch):
-                walk(statement.then)
-                walk(statement.orelse)
-            elif isinstance(statement, ir.Try):
-                for block in ir.blocks_of(statement):
-                    walk(block)
-            elif isinstance(statement, (ir.Effect, ir.Call, ir.ImportModule, ir.Spawn)):
-                out.append(statement)
-
-    walk(module.top)
+    _add_leaves(module.top, out)
     for function in module.functions.values():
-        walk(function.body)
+        _add_leaves(function.body, out)
     out.sort(key=_ref)
     return out
+
+
+def _add_leaves(statements, out: list) -> None:
+    for statement in statements:
+        if isinstance(statement, ir.Branch):
+            _add_leaves(statement.then, out)
+            _add_leaves(statement.orelse, out)
+        elif isinstance(statement, ir.Try):
+            for block in ir.blocks_of(statement):
+                _add_leaves(block, out)
+        elif isinstance(statement, (ir.Effect, ir.Call, ir.ImportModule, ir.Spawn)):
+            out.append(statement)
 
 
 def _ref(statement) -> int:
