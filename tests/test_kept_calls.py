@@ -198,6 +198,30 @@ def test_a_finding_at_a_kept_call_moves_with_the_lines_typed_above_it(tmp_path, 
     assert recorded == [0, 0, 1, 0, 0]  # kept at the second analysis, then replayed where it moved
 
 
+def test_a_kept_call_registers_its_callbacks_even_where_they_were_registered_before_it(tmp_path):
+    # setup() registers report(), which draws, as an exit hook. Kept while main() had already
+    # registered report() itself, its replay must still register it once main() no longer does.
+    helpers = (
+        "import atexit\nimport torch\n\n\ndef report():\n    torch.randn(2)\n\n\ndef other():\n    pass\n\n\n"
+        "def setup():\n    atexit.register(report)\n"
+    )
+    main = (
+        "import atexit\nimport torch\nimport helpers\n\n\ndef main():\n    atexit.register(helpers.report)\n"
+        "    helpers.setup()\n    opt = torch.optim.SGD([], lr=0.1)\n    opt.step()\n    return 0\n\n\nmain()\n"
+    )
+    session, paths = _project(tmp_path, {"helpers.py": helpers, "train.py": main})
+    train = paths["train.py"]
+    claiming = main.replace("    return 0\n", "    torch.backends.cudnn.deterministic = True\n    return 0\n")
+    not_before = claiming.replace("helpers.report)", "helpers.other)")  # (the same shape: no ref moves)
+    seen = []
+    for text in (main, claiming, not_before):
+        session.buffers[train] = text
+        found = session.analyse().findings
+        assert found == _fresh_findings(tmp_path, session)
+        seen.append(_codes(found))
+    assert ("train.py", "TRP101") in seen[0] and ("train.py", "TRP101") in seen[2]
+
+
 SNIPPETS = [
     "torch.manual_seed(1)", "torch.randn(2)", "torch.use_deterministic_algorithms(True)",
     "torch.backends.cudnn.benchmark = True", "model = helpers.build_model(2)", "helpers.restore(model, 'w.pt')",

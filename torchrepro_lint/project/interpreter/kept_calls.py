@@ -138,19 +138,21 @@ def call_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anch
 
 
 def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
-    """Run the call with what it does captured, then undo that (replay redoes it)."""
+    """Run the call with what it does captured, then undo that (replay redoes it). Its facts
+    and callbacks start empty: a callback it registers counts though the caller had registered
+    it already, as the caller of a later run may not have."""
     project = interpreter.project
-    outer_facts, outer_raised = interpreter.facts, interpreter.raised
-    imported_before, steps_before, callbacks_before = set(interpreter.imported), interpreter.steps, dict(interpreter.callbacks)
-    interpreter.facts, interpreter.raised, interpreter.lookups = Facts(), [], set()
-    interpreter.inits_before = outer_facts.effects.get(Kind.MODULE_INIT, {})
+    outer = interpreter.facts, interpreter.raised, interpreter.callbacks
+    imported_before, steps_before = set(interpreter.imported), interpreter.steps
+    interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups = Facts(), [], {}, set()
+    interpreter.inits_before = outer[0].effects.get(Kind.MODULE_INIT, {})
     try:
         with record() as reads, interpreter.fresh_effectful() as effectful:
             states = run()
-        facts, raised, looked_up = interpreter.facts, interpreter.raised, interpreter.lookups
+        facts, raised, callbacks, looked_up = interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups
     finally:
-        interpreter.facts, interpreter.raised, interpreter.lookups = outer_facts, outer_raised, None
-        interpreter.inits_before = {}
+        interpreter.facts, interpreter.raised, interpreter.callbacks = outer
+        interpreter.lookups, interpreter.inits_before = None, {}
     by_id = {id(m): m for m in project.modules.values()}
     imported = frozenset(by_id[i] for i in interpreter.imported - imported_before if i in by_id)
     looked_up_modules = frozenset(by_id[i] for i in looked_up if i in by_id)
@@ -158,13 +160,11 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
         key, states, raised, facts, interpreter.steps - steps_before, looked_up_modules,
         frozenset(m for m in looked_up_modules if id(m) in imported_before), imported,
         {(by_id[i], path): found for (i, path), found in effectful.items() if i in by_id},
-        {k: s for k, s in interpreter.callbacks.items() if k not in callbacks_before}, frozenset(reads), frozenset(),
+        callbacks, frozenset(reads), frozenset(),
     )
     kept.modules = frozenset(_modules_of(kept))
     interpreter.imported -= interpreter.imported - imported_before
     interpreter.steps = steps_before
-    interpreter.callbacks.clear()
-    interpreter.callbacks.update(callbacks_before)
     return kept
 
 
