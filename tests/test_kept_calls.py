@@ -52,6 +52,13 @@ if __name__ == "__main__":
 """
 
 
+@pytest.fixture(autouse=True)
+def in_the_workspace(tmp_path, monkeypatch):
+    """The server runs in its workspace: display paths, and the modules found through them,
+    resolve against it."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture
 def recorded(monkeypatch):
     """How many calls each analysis walked and recorded (the others were replayed)."""
@@ -220,6 +227,53 @@ def test_a_kept_call_registers_its_callbacks_even_where_they_were_registered_bef
         assert found == _fresh_findings(tmp_path, session)
         seen.append(_codes(found))
     assert ("train.py", "TRP101") in seen[0] and ("train.py", "TRP101") in seen[2]
+
+
+@pytest.fixture
+def walked(monkeypatch):
+    """The modules whose top level each kept walk recorded walked (by file name)."""
+    names: list[str] = []
+    real = kept_calls._record
+
+    def noting(interpreter, key, run):
+        if key.callee.path == "":
+            names.append(key.callee.module.path.name)
+        return real(interpreter, key, run)
+
+    monkeypatch.setattr(kept_calls, "_record", noting)
+    return names
+
+
+def test_an_edit_of_one_imported_module_walks_again_only_the_imports_that_read_it(tmp_path, walked):
+    # train.py's first import walks pkg, whose top level imports a, b and c: an edit of b walks
+    # pkg and b again and replays the kept walks of a and c. The walk of pkg, kept for the
+    # other programs of the run, must know what the replayed walk of a tested: d.
+    files = {
+        "pkg/__init__.py": "from . import a, b, c\n",
+        "pkg/a.py": "import torch\nfrom . import d\n\ntorch.backends.cudnn.benchmark = True\n",
+        "pkg/d.py": "X = 1\n",
+        "pkg/b.py": "import torch\n\nNOISE = torch.randn(2)\n",
+        "pkg/c.py": "import torch\n\ntorch.use_deterministic_algorithms(True)\n",
+        "train.py": "import torch\nimport pkg\n\ntorch.manual_seed(0)\nx = torch.randn(3, device='cuda')\n",
+    }
+    (tmp_path / "pkg").mkdir()
+    session, paths = _project(tmp_path, files)
+    b = paths["pkg/b.py"]
+    session.analyse()
+    seen = []
+    drawn = "import torch\n\nNOISE = torch.randn(2)\n"
+    for text in (drawn + "MORE = torch.rand(2)\n", drawn + "MORE = torch.rand(2)\nLAST = torch.rand(2)\n", "import torch\n"):
+        before = len(walked)
+        session.buffers[b] = text
+        found = session.analyse().findings
+        seen.append(sorted(walked[before:]))
+        assert found == _fresh_findings(tmp_path, session)
+    # Nothing was kept before the first edit. The last leaves b with nothing to walk (an inert
+    # import), and c, imported after it, is given paths on which nothing drew: walked again.
+    assert seen == [["a.py", "b.py", "c.py"], ["b.py"], ["c.py"]]
+    (package,) = [m for m in session._modules.values() if m.path.parent.name == "pkg" and m.path.name == "__init__.py"]
+    (pkg_walk,) = session._recorded[0][id(package)]
+    assert {m.path.name for m in session._modules.values() if id(m) in pkg_walk.looked_up} >= {"a.py", "c.py", "d.py"}
 
 
 SNIPPETS = [

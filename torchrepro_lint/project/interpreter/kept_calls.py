@@ -79,6 +79,8 @@ class CallRun:
     def replay(self, interpreter: Interpreter) -> list[PathState]:
         for read in self.reads:
             note_read(*read)
+        if interpreter.lookups is not None:  # (replayed inside a recording: it tested these too)
+            interpreter.lookups.update(id(m) for m in self.looked_up)
         interpreter.imported |= {id(m) for m in self.imported}
         interpreter.steps += self.steps
         memo = interpreter.effectful_memo
@@ -93,17 +95,20 @@ class CallRun:
 
 
 def keeps_calls(interpreter: Interpreter, frame: Frame) -> bool:
-    """Whether a call leaving the entry module here may be kept: a program's own ordered run
-    (not a spawned child's, a callback's or an import walk's recording), from the entry's code
-    with only the entry's functions open."""
+    """Whether a call leaving the entry module here may be kept: from the entry's code, outside
+    any recording, where walks are kept."""
+    return interpreter.lookups is None and frame.module is interpreter.entry and keeps_walks(interpreter)
+
+
+def keeps_walks(interpreter: Interpreter) -> bool:
+    """Whether an imported module's top level walked now may be kept: in a program's own ordered
+    run (not a spawned child's or a callback's), with only the entry's functions open."""
     entry = id(interpreter.entry)
     return (
         interpreter.project.recordings_hold is not None  # (not the first analysis: it runs every program once)
-        and interpreter.lookups is None
         and interpreter.ordered
         and not interpreter.spawned
         and interpreter.depth == 0
-        and frame.module is interpreter.entry
         and all(module_id == entry for module_id, _ in interpreter.stack)
     )
 
@@ -128,12 +133,20 @@ def kept_call(interpreter: Interpreter, key: CallKey, run) -> list[PathState]:
 
 
 def call_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states) -> CallKey:
-    inits = interpreter.facts.effects.get(Kind.MODULE_INIT, {})
+    return _key(interpreter, callee, tuple(callee_frame.env.items()), callee_frame.self_class, callee_frame.def_class, anchor, states)
+
+
+def walk_key(interpreter: Interpreter, module: ProjectModule, anchor, states) -> CallKey:
+    """An imported module's top level, as a call of the module itself (path "")."""
+    return _key(interpreter, Symbol(module, ""), (), None, None, anchor, states)
+
+
+def _key(interpreter: Interpreter, callee: Symbol, env: tuple, self_class, def_class, anchor, states) -> CallKey:
     return CallKey(
-        callee, tuple(callee_frame.env.items()), callee_frame.self_class, callee_frame.def_class, anchor,
+        callee, env, self_class, def_class, anchor,
         tuple(path for _, path in interpreter.stack), tuple(interpreter.guards), interpreter.as_main,
         interpreter.importing, tuple(states),
-        tuple(s.consumed is not None and s.consumed.site in inits for s in states),
+        tuple(s.consumed is not None and interpreter.is_module_init(s.consumed) for s in states),
     )
 
 
@@ -142,17 +155,18 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
     and callbacks start empty: a callback it registers counts though the caller had registered
     it already, as the caller of a later run may not have."""
     project = interpreter.project
-    outer = interpreter.facts, interpreter.raised, interpreter.callbacks
+    outer = interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups
     imported_before, steps_before = set(interpreter.imported), interpreter.steps
     interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups = Facts(), [], {}, set()
-    interpreter.inits_before = outer[0].effects.get(Kind.MODULE_INIT, {})
+    inits_before = interpreter.inits_before
+    interpreter.inits_before = {**inits_before, **outer[0].effects.get(Kind.MODULE_INIT, {})}
     try:
         with record() as reads, interpreter.fresh_effectful() as effectful:
             states = run()
         facts, raised, callbacks, looked_up = interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups
     finally:
-        interpreter.facts, interpreter.raised, interpreter.callbacks = outer
-        interpreter.lookups, interpreter.inits_before = None, {}
+        interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups = outer
+        interpreter.inits_before = inits_before
     by_id = {id(m): m for m in project.modules.values()}
     imported = frozenset(by_id[i] for i in interpreter.imported - imported_before if i in by_id)
     looked_up_modules = frozenset(by_id[i] for i in looked_up if i in by_id)

@@ -13,7 +13,7 @@ from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
-from torchrepro_lint.project.interpreter.kept_calls import call_key, kept_call, keeps_calls
+from torchrepro_lint.project.interpreter.kept_calls import call_key, kept_call, keeps_calls, keeps_walks, walk_key
 from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
 from torchrepro_lint.project.interpreter.states import (
     MAX_DEPTH,
@@ -308,7 +308,7 @@ class Interpreter:
         guards = frozenset(self.guards) | (frozenset([extra_guard]) if extra_guard else frozenset())
         return Occurrence(site, frame.anchor or site, detail, guards, self.ordered)
 
-    def _is_module_init(self, consumed: Occurrence) -> bool:
+    def is_module_init(self, consumed: Occurrence) -> bool:
         site = consumed.site
         return site in self.facts.effects.get(Kind.MODULE_INIT, {}) or site in self.inits_before
 
@@ -336,7 +336,7 @@ class Interpreter:
             if self.ordered and not state.torch_seeded and state.consumed is not None and not state.declined_seed:
                 seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()
                 if not seed_names & set(state.consumed.detail):
-                    if self._is_module_init(state.consumed) and state.pending_late is None:
+                    if self.is_module_init(state.consumed) and state.pending_late is None:
                         return state.evolve(torch_seeded=True, consumed=None, pending_late=(occurrence, state.consumed))
                     self.facts.late_seeds.setdefault(occurrence.anchor, state.consumed)
             return state.evolve(torch_seeded=True, consumed=None)
@@ -346,7 +346,7 @@ class Interpreter:
             return state
         if kind == Kind.CHECKPOINT:
             # Weights loaded over a random init, before the seed or after it: that init no longer matters.
-            if state.consumed is not None and self._is_module_init(state.consumed):
+            if state.consumed is not None and self.is_module_init(state.consumed):
                 return state.evolve(consumed=None)
             if state.pending_late is not None:
                 return state.evolve(pending_late=None)
@@ -572,7 +572,11 @@ class Interpreter:
         of a library's 100 scripts) walk the same modules from the same fresh start: such a walk
         is recorded once and replayed, re-anchored at this program's import statement."""
         if not self._starts_fresh(states):
-            return self.top_level(module, states, Frame(module, anchor=anchor))
+            frame = Frame(module, anchor=anchor)
+            if keeps_walks(self):  # (the language server: kept for its next analysis)
+                walked = walk_key(self, module, anchor, states)
+                return kept_call(self, walked, lambda: self.top_level(module, states, frame))
+            return self.top_level(module, states, frame)
         walks = self.project.import_walks.setdefault(id(module), [])
         for walk in walks:
             if walk.replays_in(self):
