@@ -1,4 +1,5 @@
-"""Calls into the project that the entry program makes, kept from one language-server run to the next.
+"""Calls into the project that the entry program makes, and imports walked inside other
+imports, kept from one language-server run to the next.
 
 An edit inside `main()` of a training script runs its program again. Most of `main()`'s calls
 into the rest of the project (`create_dataset(...)`, `create_model(...)`) receive the same
@@ -9,17 +10,21 @@ recorded (`CallRun`), and a later run replays it where the call is the same (`Ca
 nothing it read has changed.
 
 What a call did depends on the paths and bindings it is given, the call stack and guards it runs
-under, which modules are imported, whether a path's first draw was a module's initialisation
-(`_is_module_init` reads the program's facts) and which functions are effectful. The first four
-are its key. Imported-ness is compared on replay, as for an import walk. Effectful answers are
-found again from an empty memo while it is recorded (`fresh_effectful`), so what they read is
-among the recording's reads. A recording of the previous run holds the previous run's module
-objects: it is moved onto this run's (`_Moved`) once its reads are known to hold.
+under, whether a path's first draw was a module's initialisation (`is_module_init` reads the
+program's facts), which modules are imported and which functions are effectful. The first
+four are its key. Imported-ness is compared on replay, as for an import walk. Effectful answers
+are found again from an empty memo while it is recorded (`fresh_effectful`), so what they read
+is among the recording's reads. A recording of the previous run holds the previous run's module
+objects: it is moved onto this run's (`moved.Moved`) once its reads are known to hold.
+
+An imported module's top level walked inside another import (not from a program's fresh
+start, which `recordings.ImportWalk` shares between programs) is kept the same way, as a call
+of the module itself (`walk_key`): an edit of `resnet.py` walks again resnet, the modules that
+import it and `timm.models`, not the 150 other model files `import timm` walks.
 
 Only the language server keeps calls, and only from its second analysis on (an analysis that
 follows another, `ProjectIndex.adopt_recordings`): a `check` run, or the server's first
-analysis, walks each program once, and recording every call of every program cost the first
-analysis of pytorch-image-models 1-2 s and 150 MiB.
+analysis, runs each program once, where recording would only cost time and memory.
 """
 
 from __future__ import annotations
