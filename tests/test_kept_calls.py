@@ -84,11 +84,15 @@ def _project(tmp_path: Path, files: dict[str, str]):
     return session, paths
 
 
-def _fresh_findings(root: Path, session):
+def _analysed(root: Path, session):
+    """The session's findings, which must be what a new session with the same buffers finds.
+    (A new session's only analysis keeps nothing: `recorded` counts the session's own.)"""
+    found = session.analyse().findings
     fresh = Workspace(root, persistent=False)
     for buffer, text in session.buffers.items():
         fresh.open(buffer, text)
-    return fresh.sessions[session.root].analyse().findings
+    assert found == fresh.sessions[session.root].analyse().findings
+    return found
 
 
 def _codes(found) -> list[tuple[str, str]]:
@@ -109,10 +113,7 @@ def test_an_edit_below_the_calls_in_main_replays_them_and_an_edit_of_the_callee_
     for path, text in steps:
         recorded.append(0)
         session.buffers[path] = text
-        found = session.analyse().findings
-        walked = recorded[-1]
-        assert found == _fresh_findings(tmp_path, session)
-        recorded[-1] = walked  # (the fresh session's walks do not count)
+        _analysed(tmp_path, session)
     # walked and kept build_model and restore; replayed both; walked both again (their module
     # changed: a kept call holds while every module it read is the same); walked both again
     # (they are given unseeded paths now)
@@ -143,8 +144,7 @@ def test_a_replayed_call_gives_the_findings_of_a_walked_one_as_its_input_changes
     seen = []
     for path, text in [(train, MAIN), *steps]:
         session.buffers[path] = text
-        found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        found = _analysed(tmp_path, session)
         seen.append(tuple(_codes(found)))
     assert len(set(seen)) >= 3
 
@@ -162,8 +162,7 @@ def test_a_kept_call_that_imports_a_module_replays_only_where_that_module_is_imp
     seen = []
     for text in (main, main + "# edit\n", importing_first, importing_first + "# edit\n", seeded_first, main):
         session.buffers[train] = text
-        found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        found = _analysed(tmp_path, session)
         seen.append(tuple(_codes(found)))
     assert len(set(seen)) >= 2
 
@@ -196,10 +195,7 @@ def test_a_finding_at_a_kept_call_moves_with_the_lines_typed_above_it(tmp_path, 
         text = main.replace("    x = random.random()\n", "    x = random.random()\n" * (typed + 1))
         session.buffers[train] = text.replace("return x", f"return x + {typed}")  # (main runs again)
         recorded.append(0)
-        found = session.analyse().findings
-        walked = recorded[-1]
-        assert found == _fresh_findings(tmp_path, session)
-        recorded[-1] = walked
+        found = _analysed(tmp_path, session)
         rows.append([f.row for f in found[train] if f.code == "TRP102"])
     assert rows == [[9], [10], [11], [12]]
     assert recorded == [0, 0, 1, 0, 0]  # kept at the second analysis, then replayed where it moved
@@ -223,8 +219,7 @@ def test_a_kept_call_registers_its_callbacks_even_where_they_were_registered_bef
     seen = []
     for text in (main, claiming, not_before):
         session.buffers[train] = text
-        found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        found = _analysed(tmp_path, session)
         seen.append(_codes(found))
     assert ("train.py", "TRP101") in seen[0] and ("train.py", "TRP101") in seen[2]
 
@@ -265,9 +260,8 @@ def test_an_edit_of_one_imported_module_walks_again_only_the_imports_that_read_i
     for text in (drawn + "MORE = torch.rand(2)\n", drawn + "MORE = torch.rand(2)\nLAST = torch.rand(2)\n", "import torch\n"):
         before = len(walked)
         session.buffers[b] = text
-        found = session.analyse().findings
+        _analysed(tmp_path, session)
         seen.append(sorted(walked[before:]))
-        assert found == _fresh_findings(tmp_path, session)
     # Nothing was kept before the first edit. The last leaves b with nothing to walk (an inert
     # import), and c, imported after it, is given paths on which nothing drew: walked again.
     assert seen == [["a.py", "b.py", "c.py"], ["b.py"], ["c.py"]]
@@ -300,4 +294,4 @@ def test_random_edits_of_main_find_what_a_fresh_session_finds(tmp_path, seed):
             del lines[at]
             body = range(body.start, body.stop - 1)
         session.buffers[train] = "\n".join(lines)
-        assert session.analyse().findings == _fresh_findings(tmp_path, session)
+        _analysed(tmp_path, session)
