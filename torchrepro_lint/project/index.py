@@ -332,8 +332,9 @@ class ProjectIndex:
     # lands in a list no longer in the dict, and is never replayed.
     import_walks: dict = field(default_factory=dict, repr=False)
     callback_runs: dict = field(default_factory=dict, repr=False)
-    # The language server: calls out of an entry module, by (entry path, ref, callee), this
-    # run's, and the previous run's, taken on first use (interpreter/kept_calls.py)
+    # The language server: calls out of an entry module, and imports walked inside others, by
+    # (entry path, ref, callee or module), this run's, and the previous run's, taken on first
+    # use (interpreter/kept_calls.py)
     call_runs: dict = field(default_factory=dict, repr=False)
     call_runs_before: dict = field(default_factory=dict, repr=False)
     recordings_hold: object = field(default=None, repr=False)  # reads -> whether they hold (adopt_recordings)
@@ -491,7 +492,8 @@ class ProjectIndex:
         """Take the interpreter's recordings of a previous run (interpreter/recordings.py) whose
         reads `still_hold(reads)` and whose modules are this run's objects: the language server
         interprets an edited script again on every edit, and walking its imports again was half
-        of that (timm's train.py: 52 of 110 ms)."""
+        of that (timm's train.py: 52 of 110 ms). The previous run's kept calls are taken later,
+        on first use, where `still_hold` says their reads hold (`recordings_hold`)."""
         if self.recorded_before is None:
             return
         walks, runs, self.call_runs_before = self.recorded_before

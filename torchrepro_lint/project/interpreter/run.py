@@ -480,6 +480,7 @@ class Interpreter:
         return self.run_call(key, function, states, callee_frame)
 
     def run_call(self, key, function: ir.FunctionIR, states, callee_frame: Frame):
+        """Walk `function`'s body for a call `invoke` has bound (`key`: its place on the stack)."""
         self.stack.append(key)
         try:
             normal, returned, raised = self.caught(function.body, states, callee_frame)
