@@ -270,6 +270,21 @@ def test_an_edit_of_one_imported_module_walks_again_only_the_imports_that_read_i
     assert {m.path.name for m in session._modules.values() if id(m) in pkg_walk.looked_up} >= {"a.py", "c.py", "d.py"}
 
 
+def test_a_very_deep_chain_of_imports_is_kept_only_near_the_top_and_never_crashes(tmp_path, walked):
+    # 400 modules, each importing the next and drawing: the run stops at the import bound, as
+    # check's does. Keeping each level's walk would add Python frames to every level of a
+    # chain that already fills most of the recursion limit.
+    files = {f"m{i}.py": f"import torch\nimport m{i + 1}\nX = torch.randn(1)\n" for i in range(400)}
+    files["m400.py"] = "import torch\ntorch.manual_seed(0)\n"
+    files["train.py"] = "import torch\nimport m0\n\nif __name__ == '__main__':\n    torch.rand(2)\n"
+    session, paths = _project(tmp_path, files)
+    session.analyse()
+    for extra in range(1, 3):
+        session.buffers[paths["m5.py"]] = files["m5.py"] + "Y = torch.randn(2)\n" * extra
+        _analysed(tmp_path, session)
+    assert 0 < len(walked) <= 2 * kept_calls.KEPT_IMPORT_DEPTH
+
+
 SNIPPETS = [
     "torch.manual_seed(1)", "torch.randn(2)", "torch.use_deterministic_algorithms(True)",
     "torch.backends.cudnn.benchmark = True", "model = helpers.build_model(2)", "helpers.restore(model, 'w.pt')",

@@ -40,6 +40,11 @@ from torchrepro_lint.project.known_apis import Kind
 if TYPE_CHECKING:
     from torchrepro_lint.project.interpreter.run import Interpreter
 
+# Imports running inside one another below which a walk is kept. Keeping one adds Python frames
+# to each level, and a chain as deep as MAX_IMPORT_DEPTH allows already holds most of the
+# interpreter's recursion limit; real packages nest fewer (pytorch-image-models: 11).
+KEPT_IMPORT_DEPTH = 20
+
 
 @dataclass(frozen=True)
 class CallKey:
@@ -107,10 +112,12 @@ def keeps_calls(interpreter: Interpreter, frame: Frame) -> bool:
 
 def keeps_walks(interpreter: Interpreter) -> bool:
     """Whether an imported module's top level walked now may be kept: in a program's own ordered
-    run (not a spawned child's or a callback's), with only the entry's functions open."""
+    run (not a spawned child's or a callback's), with only the entry's functions open, and
+    fewer than KEPT_IMPORT_DEPTH imports running."""
     entry = id(interpreter.entry)
     return (
         interpreter.project.recordings_hold is not None  # (not the first analysis: it runs every program once)
+        and interpreter.importing < KEPT_IMPORT_DEPTH
         and interpreter.ordered
         and not interpreter.spawned
         and interpreter.depth == 0
