@@ -1,7 +1,7 @@
-"""The language server keeps the calls an entry program makes into the rest of the project
-(interpreter/kept_calls.py): an edit of `main()` replays the calls whose paths and arguments are
-the same, and walks again those whose input, or whose code, changed. Every analysis here must
-find what a new session finds."""
+"""The language server keeps the calls an entry program makes into the rest of the project,
+and the imports walked inside other imports (interpreter/kept_calls.py): an edit of `main()`
+replays the calls whose paths and arguments are the same, and walks again those whose input, or
+whose code, changed. Every analysis here must find what a new session finds."""
 
 from __future__ import annotations
 
