@@ -245,6 +245,9 @@ def _modules_of(kept: CallRun):
     for occurrence in _facts_occurrences(kept.facts):
         yield occurrence.site[0]
         yield occurrence.anchor[0]
+    for facts in _all_facts(kept.facts):
+        for anchor in facts.late_seeds:  # (keyed by a site too)
+            yield anchor[0]
 
 
 def _occurrences_of(state: PathState):
@@ -253,20 +256,24 @@ def _occurrences_of(state: PathState):
             yield occurrence
 
 
-def _states_of(facts: Facts):
-    yield from facts.final_states
+def _all_facts(facts: Facts):
+    """`facts` and those of the processes it spawned."""
+    yield facts
     for _, _, child in facts.spawns:
-        yield from _states_of(child)
+        yield from _all_facts(child)
+
+
+def _states_of(facts: Facts):
+    for each in _all_facts(facts):
+        yield from each.final_states
 
 
 def _facts_occurrences(facts: Facts):
-    for found in facts.effects.values():
-        yield from found.values()
-    for anchor, occurrence in facts.late_seeds.items():
-        yield occurrence
-    for occurrence, _, child in facts.spawns:
-        yield occurrence
-        yield from _facts_occurrences(child)
+    for each in _all_facts(facts):
+        for found in each.effects.values():
+            yield from found.values()
+        yield from each.late_seeds.values()
+        yield from (occurrence for occurrence, _, _ in each.spawns)
 
 
 def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
