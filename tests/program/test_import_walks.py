@@ -128,3 +128,19 @@ def test_the_callbacks_a_package_registers_run_once_for_all_its_scripts(lint, mo
     # a.py, b.py and c.py import the package the same way: one run, replayed for the others
     # (pkg.tool and pkg.layers run their own: each is in the package's closure).
     assert len([name for name in runs if name in ("a", "b", "c")]) == 1
+
+
+# m.py registers helpers.report, which draws, as an exit hook. a.py registered it itself before
+# importing m; b.py did not. The walk of m recorded in a.py must still register it for b.py.
+REGISTERED_BEFORE_THE_WALK = {
+    "helpers.py": "import torch\n\n\ndef report():\n    torch.randn(2)\n",
+    "m.py": "import atexit\n\nimport helpers\n\natexit.register(helpers.report)\n",
+    "a.py": "import atexit\n\nimport helpers\n\natexit.register(helpers.report)\nimport m\n",
+    "b.py": "import helpers\nimport m\nimport torch\n\nopt = torch.optim.SGD([], lr=0.1)\nopt.step()\n",
+}
+
+
+def test_a_callback_the_walk_registers_counts_though_the_recording_program_had_it_already(lint, count_walks):
+    found = reported(lint(REGISTERED_BEFORE_THE_WALK, {"select": ["TRP101"]}), lint.root)
+    assert ("b.py", 1, "TRP101") in found  # its exit hook draws, and it never seeds
+    assert count_walks.count("m") == 1  # (recorded in a.py, replayed in b.py)

@@ -38,10 +38,17 @@ class _Recording:
     reads: frozenset  # what it read (project.index.record), for the cached program's validity
 
     @staticmethod
-    def capture(interpreter: Interpreter, run) -> tuple[dict, object]:
+    def capture(interpreter: Interpreter, run, *, own_callbacks: bool = False) -> tuple[dict, object]:
         """Call run() with the interpreter's facts and lookups captured, then undo what it did to
-        the interpreter (replay redoes it). (The recording's fields, run's result.)"""
-        effectful_before, callbacks_before = dict(interpreter.effectful_memo), dict(interpreter.callbacks)
+        the interpreter (replay redoes it). (The recording's fields, run's result.)
+        `own_callbacks`: run() starts from no callbacks, so every one it registers is recorded,
+        also one the recording program had registered before (a program it is replayed in may
+        not have); for a run that reads the callbacks (CallbackRun), only the new ones are."""
+        effectful_before, callbacks_before = dict(interpreter.effectful_memo), interpreter.callbacks
+        if own_callbacks:
+            interpreter.callbacks = {}
+        else:
+            callbacks_before = dict(callbacks_before)
         imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
         outer_facts = interpreter.facts
         interpreter.facts, interpreter.lookups = Facts(), set()
@@ -51,19 +58,18 @@ class _Recording:
             facts, looked_up = interpreter.facts, frozenset(interpreter.lookups)
         finally:
             interpreter.facts, interpreter.lookups = outer_facts, None
+            registered, interpreter.callbacks = interpreter.callbacks, callbacks_before
         imported = frozenset(interpreter.imported - imported_before)
         fields = dict(
             looked_up=looked_up, imported_then=looked_up & imported_before, imported=imported, facts=facts,
             steps=interpreter.steps - steps_before, effectful_before=effectful_before,
             effectful=dict(interpreter.effectful_memo), reads=frozenset(reads),
-            callbacks={key: found for key, found in interpreter.callbacks.items() if key not in callbacks_before},
+            callbacks=registered if own_callbacks else {k: f for k, f in registered.items() if k not in callbacks_before},
         )
         interpreter.imported -= imported
         interpreter.steps = steps_before
         interpreter.effectful_memo.clear()
         interpreter.effectful_memo.update(effectful_before)
-        interpreter.callbacks.clear()
-        interpreter.callbacks.update(callbacks_before)
         return fields, result
 
     def replays_in(self, interpreter: Interpreter, recorded: bool = False) -> bool:
@@ -106,7 +112,7 @@ class ImportWalk(_Recording):
         def walk():
             return interpreter.top_level(module, states, Frame(module, anchor=anchor))
 
-        fields, walked = cls.capture(interpreter, walk)
+        fields, walked = cls.capture(interpreter, walk, own_callbacks=True)
         return cls(**fields, anchor=anchor, states=walked)
 
     def replay(self, interpreter: Interpreter, anchor: Site) -> list[PathState]:
