@@ -257,7 +257,8 @@ def test_an_edit_of_one_imported_module_walks_again_only_the_imports_that_read_i
     session.analyse()
     seen = []
     drawn = "import torch\n\nNOISE = torch.randn(2)\n"
-    for text in (drawn + "MORE = torch.rand(2)\n", drawn + "MORE = torch.rand(2)\nLAST = torch.rand(2)\n", "import torch\n"):
+    more = drawn + "MORE = torch.rand(2)\n"
+    for text in (more, more + "LAST = torch.rand(2)\n", "import torch\n"):
         before = len(walked)
         session.buffers[b] = text
         _analysed(tmp_path, session)
@@ -298,7 +299,8 @@ def test_random_edits_of_main_find_what_a_fresh_session_finds(tmp_path, seed):
     session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": MAIN})
     train = paths["train.py"]
     lines = MAIN.split("\n")
-    body = range(lines.index("def main(args):") + 1, lines.index("    opt = torch.optim.SGD(model.parameters(), lr=0.1)"))
+    first, end = "def main(args):", "    opt = torch.optim.SGD(model.parameters(), lr=0.1)"
+    body = range(lines.index(first) + 1, lines.index(end))
     session.analyse()
     for _ in range(12):
         at = rng.randrange(body.start, body.start + len(body) + 1)

@@ -338,7 +338,8 @@ class ProjectIndex:
     call_runs: dict = field(default_factory=dict, repr=False)
     call_runs_before: dict = field(default_factory=dict, repr=False)
     recordings_hold: object = field(default=None, repr=False)  # reads -> whether they hold (adopt_recordings)
-    moved: object | None = field(default=None, repr=False)  # kept_calls.py: the previous run's calls put on this run's modules
+    # kept_calls.py: the previous run's calls put on this run's modules (made on first use)
+    moved: object | None = field(default=None, repr=False)
     # module id -> what importing it brings in when its top level is inert (interpreter/inert.py)
     inert_imports: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)

@@ -145,7 +145,8 @@ def kept_call(interpreter: Interpreter, key: CallKey, run) -> list[PathState]:
 
 
 def call_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states) -> CallKey:
-    return _key(interpreter, callee, tuple(callee_frame.env.items()), callee_frame.self_class, callee_frame.def_class, anchor, states)
+    frame = callee_frame
+    return _key(interpreter, callee, tuple(frame.env.items()), frame.self_class, frame.def_class, anchor, states)
 
 
 def walk_key(interpreter: Interpreter, module: ProjectModule, anchor, states) -> CallKey:
@@ -175,7 +176,8 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
     try:
         with record() as reads, interpreter.fresh_effectful() as effectful:
             states = run()
-        facts, raised, callbacks, looked_up = interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups
+        facts, raised = interpreter.facts, interpreter.raised
+        callbacks, looked_up = interpreter.callbacks, interpreter.lookups
     finally:
         interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups = outer
         interpreter.inits_before = inits_before

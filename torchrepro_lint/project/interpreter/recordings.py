@@ -64,7 +64,9 @@ class _Recording:
             looked_up=looked_up, imported_then=looked_up & imported_before, imported=imported, facts=facts,
             steps=interpreter.steps - steps_before, effectful_before=effectful_before,
             effectful=dict(interpreter.effectful_memo), reads=frozenset(reads),
-            callbacks=registered if own_callbacks else {k: f for k, f in registered.items() if k not in callbacks_before},
+            callbacks=registered if own_callbacks else {
+                key: found for key, found in registered.items() if key not in callbacks_before
+            },
         )
         interpreter.imported -= imported
         interpreter.steps = steps_before
@@ -185,7 +187,10 @@ class Remapped:
 
     def facts(self, facts: Facts) -> Facts:
         return Facts(
-            {kind: {self.site(site): self.occurrence(o) for site, o in found.items()} for kind, found in facts.effects.items()},
+            {
+                kind: {self.site(site): self.occurrence(o) for site, o in found.items()}
+                for kind, found in facts.effects.items()
+            },
             {self.anchor(a): self.occurrence(o) for a, o in facts.late_seeds.items()},
             [self.state(s) for s in facts.final_states],
             [(self.occurrence(o), set_up, self.facts(child)) for o, set_up, child in facts.spawns],
