@@ -132,3 +132,20 @@ def test_without_memory_across_runs_every_read_is_asked_every_time():
     for _ in range(2):
         assert values.all_match(reads, lambda read: asked.append(read) or "A", project)
     assert len(asked) == 2
+
+
+def test_a_cached_quote_of_a_site_the_edited_module_no_longer_has_is_a_change_not_a_crash(tmp_path):
+    # A cached result quoted line 3 of helpers.py (a "site" summary of node ref 9). After an
+    # edit leaves the module fewer nodes, checking that read must say "changed": its reads are
+    # checked in no particular order, so a read of the program facts that would show the
+    # change first is not always looked at first.
+    from torchrepro_lint.pipeline import staging
+    from torchrepro_lint.pipeline.source import SourceFile
+    from torchrepro_lint.project.index import ProjectIndex
+
+    project = ProjectIndex(tmp_path, lowered=staging.LoweredStore(None))
+    module = project.add(SourceFile(tmp_path / "helpers.py", "import torch\n"))
+    digests = staging.Digests(project, [], project.lowered)
+    stale = ("summary", (module.path, "site", str(len(module.nodes) + 5)))
+    assert digests.of(stale) is None
+    assert digests.of(("summary", (module.path, "site", "0"))) is not None

@@ -31,6 +31,9 @@ class MemoryCache:
         # staging.ProgramRunner gives them again while those modules are the run's.
         self.unpickled: dict[int, tuple] = {}
         self.program_digests: dict[int, tuple] = {}  # id(facts) -> (facts, program shape, digest)
+        # id(program facts) -> (the facts, their pickled bytes): while nothing is written to
+        # disk, the facts' value for cached results (staging.LoweredStore._pickled)
+        self.pickled: dict[int, tuple] = {}
         # (digest of a module's IR, part) -> (None, digest of the part): staging.LoweredStore
         self.ir_part_digests: dict[tuple, tuple] = {}
         # resolved path of an open buffer -> the digests of the parts of its last IR
@@ -74,5 +77,6 @@ class MemoryCache:
         self.unpickled = {key: found for key, found in self.unpickled.items() if key in live}
         facts = {id(found[1]) for found in self.unpickled.values()}
         self.program_digests = {key: found for key, found in self.program_digests.items() if key in facts}
+        self.pickled = {key: found for key, found in self.pickled.items() if key in facts}
         irs = {value[1] for (kind, _), value in self._entries.items() if kind == "ir"}
         self.ir_part_digests = {key: found for key, found in self.ir_part_digests.items() if key[0] in irs}
