@@ -115,9 +115,44 @@ def test_an_edit_below_the_calls_in_main_replays_them_and_an_edit_of_the_callee_
         session.buffers[path] = text
         _analysed(tmp_path, session)
     # walked and kept build_model and restore; replayed both; walked both again (their module
-    # changed: a kept call holds while every module it read is the same); walked both again
-    # (they are given unseeded paths now)
-    assert recorded == [0, 2, 0, 2, 2]
+    # changed: a kept call holds while every module it read is the same), inside main(), kept
+    # whole as train.py did not change; walked both again (they are given unseeded paths now)
+    assert recorded == [0, 2, 0, 3, 2]
+
+
+CONFIGS = """import torch
+
+
+def config(name):
+    return {"name": name}
+
+
+DEFAULTS = [config("small"), config("large")]
+"""
+
+
+def test_main_is_kept_whole_while_an_edit_elsewhere_leaves_its_input_as_it_was(tmp_path, recorded):
+    # As in a model file of timm that every script imports: each edit adds a draw to a function
+    # its import runs. The first draw changes the paths main() is given; later ones do not (the
+    # first draw is the one a path remembers), so main() replays whole, calls and all.
+    main = MAIN.replace("import helpers\n", "import helpers\nimport configs\n")
+    session, paths = _project(tmp_path, {"helpers.py": HELPERS, "configs.py": CONFIGS, "train.py": main})
+    configs = paths["configs.py"]
+    before = _codes(session.analyse().findings)
+    found = []
+    for draws in range(1, 4):
+        recorded.append(0)
+        drawn = "".join(f"    d{n} = torch.randn({n})\n" for n in range(draws))
+        session.buffers[configs] = CONFIGS.replace("    return {", drawn + "    return {")
+        found.append(_codes(_analysed(tmp_path, session)))
+    recorded.append(0)
+    session.buffers[paths["train.py"]] = main.replace("    x = 1\n", "    x = 2\n")  # the entry edited:
+    found.append(_codes(_analysed(tmp_path, session)))  # main() runs, its calls replay
+    # main() kept (with its two calls, given other paths now); replayed; replayed; not kept
+    assert recorded == [0, 3, 0, 0, 0]
+    # (the draw at import comes before main()'s seed: a late seed)
+    assert ("train.py", "TRP105") not in before
+    assert ("train.py", "TRP105") in found[0] and found[0] == found[1] == found[2] == found[3]
 
 
 def test_a_replayed_call_gives_the_findings_of_a_walked_one_as_its_input_changes(tmp_path):

@@ -106,8 +106,24 @@ class CallRun:
 
 def keeps_calls(interpreter: Interpreter, frame: Frame) -> bool:
     """Whether a call leaving the entry module here may be kept: from the entry's code, outside
-    any recording, where walks are kept."""
-    return interpreter.lookups is None and frame.module is interpreter.entry and keeps_walks(interpreter)
+    any recording but a kept call's (an entry function's: `keeps_entry_calls`), where walks are
+    kept."""
+    return (
+        (interpreter.lookups is None or interpreter.keeping)
+        and frame.module is interpreter.entry
+        and keeps_walks(interpreter)
+    )
+
+
+def keeps_entry_calls(interpreter: Interpreter, frame: Frame) -> bool:
+    """Whether a call of an entry function from the entry's top level (`main()` under the
+    `__main__` guard) may be kept whole: as `keeps_calls`, where the entry module is the same
+    object as in the last analysis. An edit elsewhere (a model file every program imports) then
+    replays the whole of `main()` where its paths come in as before; while the entry itself is
+    being edited, recording `main()` would only cost (its code changes each time)."""
+    project = interpreter.project
+    reusable = project.reusable
+    return keeps_calls(interpreter, frame) and reusable is not None and reusable.get(interpreter.entry.path) is interpreter.entry
 
 
 def keeps_walks(interpreter: Interpreter) -> bool:
@@ -171,8 +187,9 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
     outer = interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups
     imported_before, steps_before = set(interpreter.imported), interpreter.steps
     interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups = Facts(), [], {}, set()
-    inits_before = interpreter.inits_before
+    inits_before, keeping = interpreter.inits_before, interpreter.keeping
     interpreter.inits_before = {**inits_before, **outer[0].effects.get(Kind.MODULE_INIT, {})}
+    interpreter.keeping = True  # (calls out of the entry inside are kept too: `main()`'s)
     try:
         with record() as reads, interpreter.fresh_effectful() as effectful:
             states = run()
@@ -180,7 +197,7 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
         callbacks, looked_up = interpreter.callbacks, interpreter.lookups
     finally:
         interpreter.facts, interpreter.raised, interpreter.callbacks, interpreter.lookups = outer
-        interpreter.inits_before = inits_before
+        interpreter.inits_before, interpreter.keeping = inits_before, keeping
     by_id = {id(m): m for m in project.modules.values()}
     imported = frozenset(by_id[i] for i in interpreter.imported - imported_before if i in by_id)
     looked_up_modules = frozenset(by_id[i] for i in looked_up if i in by_id)

@@ -50,14 +50,14 @@ class _Recording:
         else:
             callbacks_before = dict(callbacks_before)
         imported_before, steps_before = frozenset(interpreter.imported), interpreter.steps
-        outer_facts = interpreter.facts
-        interpreter.facts, interpreter.lookups = Facts(), set()
+        outer_facts, keeping = interpreter.facts, interpreter.keeping
+        interpreter.facts, interpreter.lookups, interpreter.keeping = Facts(), set(), False
         try:
             with record() as reads:
                 result = run()
             facts, looked_up = interpreter.facts, frozenset(interpreter.lookups)
         finally:
-            interpreter.facts, interpreter.lookups = outer_facts, None
+            interpreter.facts, interpreter.lookups, interpreter.keeping = outer_facts, None, keeping
             registered, interpreter.callbacks = interpreter.callbacks, callbacks_before
         imported = frozenset(interpreter.imported - imported_before)
         fields = dict(

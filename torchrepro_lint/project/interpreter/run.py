@@ -13,7 +13,9 @@ from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
-from torchrepro_lint.project.interpreter.kept_calls import call_key, kept_call, keeps_calls, keeps_walks, walk_key
+from torchrepro_lint.project.interpreter.kept_calls import (
+    call_key, kept_call, keeps_calls, keeps_entry_calls, keeps_walks, walk_key,
+)
 from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
 from torchrepro_lint.project.interpreter.states import (
     MAX_DEPTH,
@@ -62,6 +64,7 @@ class Interpreter:
         self.effectful_memo: dict[tuple[int, str], bool] = {}
         self.binds_only_memo: dict[int, bool] = {}  # id(ir.Branch) -> binds_only
         self.lookups: set[int] | None = None  # while a recording (recordings.py) runs: modules tested for imported-ness
+        self.keeping = False  # while the innermost recording is a kept call's (kept_calls.py)
         # Paths an exception is taking out of what runs now (see `caught`): they skip the rest of
         # each block and call until a `try` takes them, or the program ends on them.
         self.raised: list[PathState] = []
@@ -476,6 +479,9 @@ class Interpreter:
         if leaves_entry and keeps_calls(self, frame):
             called = call_key(self, symbol, callee_frame, anchor, states)
             # (the callee's code read again inside: a kept run holds while it is the same)
+            return kept_call(self, called, lambda: self.run_call(key, symbol.function, states, callee_frame))
+        if ref is not None and not self.stack and symbol.module is self.entry and keeps_entry_calls(self, frame):
+            called = call_key(self, symbol, callee_frame, (frame.module, ref), states)  # (`main()` under the guard)
             return kept_call(self, called, lambda: self.run_call(key, symbol.function, states, callee_frame))
         return self.run_call(key, function, states, callee_frame)
 
