@@ -17,6 +17,11 @@ are found again from an empty memo while it is recorded (`fresh_effectful`), so 
 is among the recording's reads. A recording of the previous run holds the previous run's module
 objects: it is moved onto this run's (`moved.Moved`) once its reads are known to hold.
 
+An edit elsewhere (a model file every script imports at start-up) leaves the entry unchanged,
+and its `main()` often given the paths it was given before: a call of an entry function from
+the entry's top level is then kept whole, with the calls out of the entry made inside it kept
+as well (`keeps_entry_calls`). Not while the entry itself is edited: its code changes each time.
+
 An imported module's top level walked inside another import (not from a program's fresh
 start, which `recordings.ImportWalk` shares between programs) is kept the same way, as a call
 of the module itself (`walk_key`): an edit of `resnet.py` walks again resnet, the modules that
