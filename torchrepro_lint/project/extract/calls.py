@@ -574,10 +574,11 @@ class CallLowering:
         os.environ: try: torch.randn(3, device=...)`): a probe that the module runs when imported,
         to check a device works. What it draws is thrown away and the device it tries is the
         test setup's, so it is neither a draw nor the program's CUDA evidence."""
+        ancestors = list(self.index.ancestors(node))
+        if any(isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) for ancestor in ancestors):
+            return False  # (first: a draw in main() is inside its 700 lines of `try` and `if`s)
         in_try = on_env = False
-        for ancestor in self.index.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return False
+        for ancestor in ancestors:
             if isinstance(ancestor, cst.Try) and ancestor.handlers:
                 in_try = in_try or _contains(ancestor.body, node)
             elif isinstance(ancestor, cst.If) and self._reads_environment(ancestor.test):
