@@ -106,6 +106,8 @@ def _check(previous: ParsedText, text: str) -> ParsedText | None:
         assert got.module.code == whole.code
         for node, counts in got.line_counts.values():
             assert counts == [_lines(got.module.code_for_node(s)) for s in node.body]
+        for clause, count in got.clause_line_counts.values():
+            assert count == _lines(got.module.code_for_node(clause))
     return got
 
 
@@ -143,6 +145,25 @@ def test_an_edit_in_a_body_followed_by_other_clauses_parses_only_that_body(old, 
     old_statement, new_statement = changed[0]
     assert new_statement.orelse is old_statement.orelse
     assert new_statement.body.body[-1] is old_statement.body.body[-1]
+
+
+def test_edits_one_after_another_in_a_try_body_parse_only_that_body():
+    # The lines of the clauses after the body (`except`, `else`, `finally`) place its end; they
+    # are counted once and kept with the next text's tree, whose clauses are the same nodes.
+    # (The first edit here parses the whole `try`, as it did before they were kept.)
+    previous = ParsedText(SCRIPT, cst.parse_module(SCRIPT))
+    text = SCRIPT
+    find = lambda module: next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "load")
+    kept = []
+    for n in range(3):
+        text = text.replace("        state = torch.load(path)\n", f"        state = torch.load(path)\n        noise_{n} = torch.randn(1)\n")
+        got = _check(previous, text)
+        assert got is not None
+        old_try, new_try = find(previous.module).body.body[0], find(got.module).body.body[0]
+        kept.append(new_try.handlers[0] is old_try.handlers[0] and new_try.finalbody is old_try.finalbody)
+        previous = got
+    assert kept == [False, True, True]
+    assert len(previous.clause_line_counts) >= 3  # (the handler, `else` and `finally`)
 
 
 def test_an_edit_at_the_end_of_the_first_class_parses_the_whole_text():
