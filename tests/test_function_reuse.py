@@ -4,6 +4,7 @@ IR taken from the previous lowering gives the IR, and the node table, of a whole
 from __future__ import annotations
 
 import random
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,7 +12,9 @@ from edit_chains import edit_chain
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.pipeline.cache import structural_digest
 from torchrepro_lint.pipeline.source import SourceFile
-from torchrepro_lint.pipeline.staging import ir_digest_of
+from torchrepro_lint.pipeline.staging import LoweredStore, ir_digest_of
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.index import IR_CODE
 from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.project.extract.lowering import ExpressionTexts, Lowering
 from torchrepro_lint.server.edited_source import EditedSource
@@ -125,6 +128,8 @@ def _check(source, previous):
     assert structural_digest(module_ir) == structural_digest(whole_ir)
     if previous is not None:  # the digest put together from the last IR's parts (the server's)
         assert ir_digest_of(module_ir, ir_digest_of(previous[2])[1])[0] == ir_digest_of(whole_ir)[0]
+    for path, function in module_ir.functions.items():  # IR_CODE values, kept by function (the server's)
+        assert _CODE_DIGESTS._code_digest(function) == structural_digest((IR_CODE, ir.without_refs(whole_ir.functions[path])))
     assert [id(node) for node in lowering.nodes] == [id(node) for node in whole_lowering.nodes]
     # the texts a whole lowering generates are there for the next one (with those of earlier
     # lowerings still in the tree)
@@ -133,6 +138,11 @@ def _check(source, previous):
     assert all(node in index.parents for node, _ in lowering.texts.now.values())  # only this tree's
     taken = len(lowering.reuse.paths) + lowering.reuse.top if lowering.reuse is not None else 0  # (and the top level)
     return (source, lowering, module_ir), taken
+
+
+# A store whose cache keeps IR_CODE digests by function, across each test's edits, as the
+# language server's does: a function shifted by an edit above it has its origin's.
+_CODE_DIGESTS = LoweredStore(SimpleNamespace(code_digests={}))
 
 
 def _edit(previous_source, text):

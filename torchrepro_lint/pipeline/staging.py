@@ -38,6 +38,7 @@ from torchrepro_lint.pipeline.read_values import ReadValues
 from torchrepro_lint.rules.base import any_may_fire
 from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, module_identity, record
 from torchrepro_lint.project import ir, summaries
+from torchrepro_lint.project.extract.function_reuse import unshifted
 from torchrepro_lint.project.programs import interpret, program_entries
 from torchrepro_lint.pipeline.source import PARSES, SourceFile
 
@@ -337,14 +338,44 @@ class LoweredStore:
         found = self._part_digests.get(key)
         if found is None or found[0] is not module_ir and whole is None:
             if kind == IR_TOP:
-                part = (module_ir.top, ir.ModuleTable.of(module_ir).parts())
+                table = structural_digest(ir.ModuleTable.of(module_ir).parts())
+                value = digest(kind, self._function_digest(module, module_ir.top), table)
             else:
                 part = module_ir.functions.get(function)
-                if kind == IR_CODE and part is not None:
-                    part = ir.without_refs(part)
+                if part is None:
+                    value = structural_digest((kind, None))
+                elif kind == IR_CODE:
+                    value = self._code_digest(part)
+                else:
+                    value = digest(kind, self._function_digest(module, part))
             # (the IR is kept while keyed by its id: ids are not reused while it lives)
-            found = self._part_digests[key] = (module_ir if whole is None else None, structural_digest((kind, part)))
+            found = self._part_digests[key] = (module_ir if whole is None else None, value)
         return found[1]
+
+    def _code_digest(self, function) -> str:
+        """An IR_CODE read's value: the function's IR without refs, digested. The language
+        server's cache keeps them by function, and a function an edit above it shifted
+        (function_reuse.shifted) has the code of the one it was shifted from: train.py's
+        functions below main() were digested again on every edit of main()."""
+        memo = getattr(self.cache, "code_digests", None)
+        if memo is None:
+            return structural_digest((IR_CODE, ir.without_refs(function)))
+        origin = unshifted(function)
+        found = memo.get(id(origin))
+        if found is None or found[0] is not origin:
+            if len(memo) >= CODE_DIGESTS_KEPT:
+                memo.clear()
+            found = memo[id(origin)] = (origin, structural_digest((IR_CODE, ir.without_refs(origin))))
+        return found[1]
+
+    def _function_digest(self, module: ProjectModule, function) -> str:
+        """structural_digest(function) (or of the module's top level), as the module's IR digest
+        found it where the language server kept its parts (ir_digest_of): an edit of main() in
+        train.py digested again each function whose refs it shifted, and the top level, once
+        for the IR and once for this read."""
+        parts = getattr(self.cache, "ir_digest_parts", None)
+        found = parts.get(module.path, {}).get(id(function)) if parts is not None else None
+        return found[1] if found is not None and found[0] is function else structural_digest(function)
 
     def text_digest(self, module: ProjectModule) -> str:
         found = self._text_digests.get(module.path)
@@ -423,6 +454,7 @@ class TreeBudget:
 
 
 MISSING_IMPORTS = "missing imports"
+CODE_DIGESTS_KEPT = 4096  # functions whose IR_CODE digest the language server's cache keeps
 _GROUPED = {IR_FUNCTIONS: IR_FUNCTION, IR_CODES: IR_CODE}  # a read of several functions -> of one
 _GROUP_OF = {one: several for several, one in _GROUPED.items()}
 _FUNCTION_READS = frozenset({IR_FUNCTION, IR_CODE, IR_FUNCTIONS, IR_CODES})  # keyed (path, function or functions)

@@ -36,6 +36,8 @@ class MemoryCache:
         self.pickled: dict[int, tuple] = {}
         # (digest of a module's IR, part) -> (None, digest of the part): staging.LoweredStore
         self.ir_part_digests: dict[tuple, tuple] = {}
+        # id(FunctionIR) -> (it, digest of its IR without refs): staging.LoweredStore._code_digest
+        self.code_digests: dict[int, tuple] = {}
         # resolved path of an open buffer -> the digests of the parts of its last IR
         # (staging.ir_digest_of); the session drops a buffer's when it is closed
         self.ir_digest_parts: dict = {}

@@ -175,10 +175,26 @@ def shifted(function: ir.FunctionIR, delta: int) -> ir.FunctionIR:
     """The function's IR with every node ref moved by `delta`."""
     if delta == 0:
         return function
-    return ir.FunctionIR(
+    moved = ir.FunctionIR(
         function.path, function.ref + delta, function.params, function.defaults,
         _shifted(function.body, delta), function.is_method, function.returns,
     )
+    if len(SHIFTED_FROM) >= SHIFTED_KEPT:
+        SHIFTED_FROM.clear()
+    SHIFTED_FROM[id(moved)] = (moved, unshifted(function))
+    return moved
+
+
+# id(a shifted function) -> (it, the function it was first shifted from): the same code without
+# refs, whose digest a cached result's IR_CODE read compares (staging.LoweredStore.ir_part_digest)
+SHIFTED_FROM: dict[int, tuple] = {}
+SHIFTED_KEPT = 4096
+
+
+def unshifted(function: ir.FunctionIR) -> ir.FunctionIR:
+    """The function `function` was shifted from (itself if none): their code is the same."""
+    found = SHIFTED_FROM.get(id(function))
+    return found[1] if found is not None and found[0] is function else function
 
 
 def _shifted(statements, delta: int) -> tuple:
