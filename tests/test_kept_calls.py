@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import torchrepro_lint.project.interpreter.inert as inert
 import torchrepro_lint.project.interpreter.kept_calls as kept_calls
 from torchrepro_lint.server.session import Workspace
 
@@ -347,3 +348,47 @@ def test_random_edits_of_main_find_what_a_fresh_session_finds(tmp_path, seed):
             body = range(body.start, body.stop - 1)
         session.buffers[train] = "\n".join(lines)
         _analysed(tmp_path, session)
+
+
+REGISTRY = """def register(name):
+    return name
+"""
+
+LIBRARY = """import registry
+
+try:
+    import extras
+except ImportError:
+    extras = None
+
+NAMES = [registry.register("small"), registry.register("large")]
+"""
+
+
+def test_an_import_found_inert_is_taken_again_only_while_what_decided_it_holds(tmp_path, monkeypatch):
+    # library.py's import does nothing tracked while registry.register does nothing and its
+    # optional import finds no module: the server takes that answer from the analysis before
+    # (interpreter/inert.py), unless an edit of the helper it calls or of its own top level, or
+    # a module file that appears, makes the import draw (before main()'s seed: a late seed, TRP105).
+    main = MAIN.replace("import helpers\n", "import helpers\nimport library\n")
+    files = {"helpers.py": HELPERS, "registry.py": REGISTRY, "library.py": LIBRARY, "train.py": main}
+    session, paths = _project(tmp_path, files)
+    drawing_helper = REGISTRY.replace("    return name\n", "    import torch\n    torch.randn(1)\n    return name\n")
+    drawing_top = "import torch\n" + LIBRARY + "torch.randn(1)\n"
+    steps = [
+        (paths["train.py"], main.replace("    x = 1\n", "    x = 2\n")),  # inert, as before
+        (paths["registry.py"], drawing_helper), (paths["registry.py"], REGISTRY), (paths["train.py"], main),
+        (paths["library.py"], drawing_top), (paths["library.py"], LIBRARY),
+        (tmp_path / "extras.py", "import torch\n\ntorch.randn(1)\n"),  # a new file, which the try imports
+    ]
+    taken = []
+    real = inert._from_before
+    monkeypatch.setattr(inert, "_from_before", lambda *args: taken.append(real(*args)) or taken[-1])
+    late = []
+    for path, text in [(paths["train.py"], main), *steps]:
+        if not path.exists():
+            path.write_text(text)
+        session.buffers[path.resolve()] = text
+        late.append(("train.py", "TRP105") in _codes(_analysed(tmp_path, session)))
+    assert late == [False, False, True, False, False, True, False, True]
+    assert any(found is not None for found in taken)  # (answers were taken from the analysis before)

@@ -588,11 +588,14 @@ class ProgramRunner:
                 facts.append(self.run(self.project, e.module, e.as_main, e.function))
                 self.progress.advance("programs")
         project = self.project
-        project.recorded = (dict(project.import_walks), dict(project.callback_runs), dict(project.call_runs))
+        by_id = {id(module): module for module in project.modules.values()}
+        inert = {key: (by_id[key], *found) for key, found in project.inert_imports.items() if key in by_id and found[1] is not None}
+        project.recorded = (dict(project.import_walks), dict(project.callback_runs), dict(project.call_runs), inert)
         # The previous run's kept calls are done with. (`recordings_hold` closes over this
         # runner, which holds the project: a cycle the server's rare full collections would
         # leave, with the whole run's garbage, for dozens of edits.)
         project.call_runs_before, project.moved, project.recordings_hold = {}, None, None
+        project.inert_before = {}
         self.stats.programs = len(entries)
         return [entry.program(found) for entry, found in zip(entries, facts)]
 

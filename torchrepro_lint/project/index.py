@@ -340,8 +340,10 @@ class ProjectIndex:
     recordings_hold: object = field(default=None, repr=False)  # reads -> whether they hold (adopt_recordings)
     # kept_calls.py: the previous run's calls put on this run's modules (made on first use)
     moved: object | None = field(default=None, repr=False)
-    # module id -> what importing it brings in when its top level is inert (interpreter/inert.py)
+    # module id -> what importing it brings in when its top level is inert (interpreter/inert.py);
+    # and the previous run's (module id -> (module, answer, reads)), taken where they still hold
     inert_imports: dict = field(default_factory=dict, repr=False)
+    inert_before: dict = field(default_factory=dict, repr=False)
     _roots: dict = field(default_factory=dict, repr=False)
     _mentioning: dict[str, list] = field(default_factory=dict, repr=False)  # modules_mentioning
     _files_named: dict[tuple[str, str], tuple] = field(default_factory=dict, repr=False)  # files_named
@@ -484,6 +486,7 @@ class ProjectIndex:
         self.call_runs_before.clear()
         self._named.clear()
         self.inert_imports.clear()
+        self.inert_before = {}
         self._resolved.clear()
         self._imported.clear()
         self._mentioning.clear()
@@ -497,7 +500,7 @@ class ProjectIndex:
         on first use, where `still_hold` says their reads hold (`recordings_hold`)."""
         if self.recorded_before is None:
             return
-        walks, runs, self.call_runs_before = self.recorded_before
+        walks, runs, self.call_runs_before, self.inert_before = self.recorded_before
         self.recordings_hold = still_hold
         self.recorded_before = None
         current = {id(module) for module in self.modules.values()}
