@@ -31,7 +31,7 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 14  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+FORMAT = 15  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
 # 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
 # 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
 # 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
@@ -46,6 +46,8 @@ FORMAT = 14  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # 13: a module's IR digest is put together from its top level's and its functions' digests
 # 14: a function filed under a name (`registry.register("x", func=f)`) is no callback; composer's helpers;
 # a `torch.cuda.synchronize()` under `if torch.cuda.is_available():` is no CUDA use
+# 15: modules in pickled facts written through the pickler's dispatch table (_module_at), not
+# persistent ids; IR_FUNCTION and IR_TOP values put together from their parts' digests
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
@@ -269,25 +271,41 @@ def replay(cache: Cache, key: str):
 
 # -- pickling values that point into the project --------------------------------------------------
 def dumps_with_modules(value) -> bytes:
-    """Pickle `value`, writing each ProjectModule as its path (the project is rebuilt each run)."""
+    """Pickle `value`, writing each ProjectModule as its path (the project is rebuilt each run).
+    (Through the pickler's dispatch table, which asks only about ProjectModule objects: a
+    `persistent_id` hook is called from C for every object, a third of the pickling time of
+    the language server's re-run programs.)"""
+    from torchrepro_lint.project.index import ProjectModule
+
     buffer = io.BytesIO()
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.persistent_id = lambda obj: ("module", str(obj.path)) if type(obj).__name__ == "ProjectModule" else None
+    pickler.dispatch_table = {ProjectModule: _by_path}
     pickler.dump(value)
     return buffer.getvalue()
+
+
+def _by_path(module) -> tuple:
+    return _module_at, (str(module.path),)
+
+
+# While loads_with_modules unpickles: (this run's modules by path, the pairs used, or None)
+_LOADING: list[tuple] = []
+
+
+def _module_at(path: str):
+    """A ProjectModule written by dumps_with_modules: the module now at that path."""
+    modules, used = _LOADING[-1]
+    found = modules[Path(path)]  # (KeyError if gone)
+    if used is not None:
+        used.append((found.path, found))
+    return found
 
 
 def loads_with_modules(data: bytes, modules: dict[Path, object], used: list | None = None):
     """Unpickle, mapping each module path back to this run's ProjectModule (KeyError if gone).
     `used` receives the (path, module) pairs it mapped."""
-    unpickler = pickle.Unpickler(io.BytesIO(data))
-
-    def module(pid):
-        path = Path(pid[1])
-        found = modules[path]
-        if used is not None:
-            used.append((path, found))
-        return found
-
-    unpickler.persistent_load = module
-    return unpickler.load()
+    _LOADING.append((modules, used))
+    try:
+        return pickle.loads(data)
+    finally:
+        _LOADING.pop()
