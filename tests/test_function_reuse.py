@@ -129,7 +129,8 @@ def _check(source, previous):
     if previous is not None:  # the digest put together from the last IR's parts (the server's)
         assert ir_digest_of(module_ir, ir_digest_of(previous[2])[1])[0] == ir_digest_of(whole_ir)[0]
     for path, function in module_ir.functions.items():  # IR_CODE values, kept by function (the server's)
-        assert _CODE_DIGESTS._code_digest(function) == structural_digest((IR_CODE, ir.without_refs(whole_ir.functions[path])))
+        expected = structural_digest((IR_CODE, ir.without_refs(whole_ir.functions[path])))
+        assert _CODE_DIGESTS._code_digest(function) == expected
     assert [id(node) for node in lowering.nodes] == [id(node) for node in whole_lowering.nodes]
     # the texts a whole lowering generates are there for the next one (with those of earlier
     # lowerings still in the tree)

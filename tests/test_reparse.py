@@ -156,7 +156,8 @@ def test_edits_one_after_another_in_a_try_body_parse_only_that_body():
     find = lambda module: next(s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == "load")
     kept = []
     for n in range(3):
-        text = text.replace("        state = torch.load(path)\n", f"        state = torch.load(path)\n        noise_{n} = torch.randn(1)\n")
+        loaded = "        state = torch.load(path)\n"
+        text = text.replace(loaded, f"{loaded}        noise_{n} = torch.randn(1)\n")
         got = _check(previous, text)
         assert got is not None
         old_try, new_try = find(previous.module).body.body[0], find(got.module).body.body[0]

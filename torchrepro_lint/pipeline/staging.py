@@ -305,10 +305,11 @@ class LoweredStore:
             known = across_runs.get(id(p.facts)) if across_runs is not None else None
             if known is not None and known[0] is p.facts and known[1] == key:
                 found = known[2]
-            elif pickled is not None:
-                found = digest("pickled", shape, pickled)  # (bytes are digested as they are)
             else:
-                found = digest(canonical((*shape, p.facts)))
+                if pickled is not None:
+                    found = digest("pickled", shape, pickled)  # (bytes are digested as they are)
+                else:
+                    found = digest(canonical((*shape, p.facts)))
                 if across_runs is not None:
                     across_runs[id(p.facts)] = (p.facts, key, found)
             self._program_digests[id(program)] = found
@@ -589,7 +590,11 @@ class ProgramRunner:
                 self.progress.advance("programs")
         project = self.project
         by_id = {id(module): module for module in project.modules.values()}
-        inert = {key: (by_id[key], *found) for key, found in project.inert_imports.items() if key in by_id and found[1] is not None}
+        inert = {  # (answers with their reads: inert.py takes them again where those hold)
+            key: (by_id[key], *found)
+            for key, found in project.inert_imports.items()
+            if key in by_id and found[1] is not None
+        }
         project.recorded = (dict(project.import_walks), dict(project.callback_runs), dict(project.call_runs), inert)
         # The previous run's kept calls are done with. (`recordings_hold` closes over this
         # runner, which holds the project: a cycle the server's rare full collections would

@@ -128,7 +128,8 @@ def keeps_entry_calls(interpreter: Interpreter, frame: Frame) -> bool:
     being edited, recording `main()` would only cost (its code changes each time)."""
     project = interpreter.project
     reusable = project.reusable
-    return keeps_calls(interpreter, frame) and reusable is not None and reusable.get(interpreter.entry.path) is interpreter.entry
+    entry = interpreter.entry
+    return keeps_calls(interpreter, frame) and reusable is not None and reusable.get(entry.path) is entry
 
 
 def keeps_walks(interpreter: Interpreter) -> bool:
