@@ -392,3 +392,31 @@ def test_an_import_found_inert_is_taken_again_only_while_what_decided_it_holds(t
         late.append(("train.py", "TRP105") in _codes(_analysed(tmp_path, session)))
     assert late == [False, False, True, False, False, True, False, True]
     assert any(found is not None for found in taken)  # (answers were taken from the analysis before)
+
+
+IMPORT_TIME_SNIPPETS = ["torch.randn(2)", "torch.manual_seed(3)", "y = 2", "torch.backends.cudnn.benchmark = True"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_edits_of_main_and_of_what_it_imports_find_what_a_fresh_session_finds(tmp_path, seed):
+    # Edits of a function every import runs (configs.config), of an inert import's helper
+    # (registry.register) and of main(), in random order: main() kept whole or not, inert
+    # answers taken again or not, each analysis as a fresh session's.
+    rng = random.Random(seed)
+    main = MAIN.replace("import helpers\n", "import helpers\nimport configs\nimport library\n")
+    files = {"helpers.py": HELPERS, "configs.py": CONFIGS, "registry.py": REGISTRY, "library.py": LIBRARY, "train.py": main}
+    session, paths = _project(tmp_path, files)
+    texts = dict(files)
+    places = {"configs.py": "    return {", "registry.py": "    return name", "train.py": "    x = 1"}
+    session.analyse()
+    for _ in range(15):
+        name = rng.choice(sorted(places))
+        lines = texts[name].split("\n")
+        anchor = next(i for i, line in enumerate(lines) if line.startswith(places[name]))
+        if rng.random() < 0.75:
+            lines.insert(anchor, "    " + rng.choice(SNIPPETS if name == "train.py" else IMPORT_TIME_SNIPPETS))
+        elif lines[anchor - 1].startswith("    ") and not lines[anchor - 1].lstrip().startswith(("def ", "return")):
+            del lines[anchor - 1]
+        texts[name] = "\n".join(lines)
+        session.buffers[paths[name]] = texts[name]
+        _analysed(tmp_path, session)
