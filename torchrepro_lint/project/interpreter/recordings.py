@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchrepro_lint.project.index import ProjectModule, note_read, record
+from torchrepro_lint.project.index import ProjectModule, note_reads, record
 from torchrepro_lint.project.interpreter.states import MAX_STEPS, Facts, Frame, Occurrence, PathState, Site
 
 if TYPE_CHECKING:
@@ -90,8 +90,7 @@ class _Recording:
         )
 
     def _redo(self, interpreter: Interpreter, facts: Facts) -> None:
-        for read in self.reads:
-            note_read(*read)
+        note_reads(self.reads)  # (merged whole: a set keeps its members' hashes)
         interpreter.imported |= self.imported
         interpreter.steps += self.steps
         interpreter.effectful_memo.update(self.effectful)
