@@ -115,10 +115,11 @@ def test_an_edit_below_the_calls_in_main_replays_them_and_an_edit_of_the_callee_
         recorded.append(0)
         session.buffers[path] = text
         _analysed(tmp_path, session)
-    # walked and kept build_model and restore; replayed both; walked both again (their module
-    # changed: a kept call holds while every module it read is the same), inside main(), kept
-    # whole as train.py did not change; walked both again (they are given unseeded paths now)
-    assert recorded == [0, 2, 0, 3, 2]
+    # walked and kept build_model and restore; replayed both; walked build_model again (its
+    # code changed), inside main(), kept whole as train.py did not change, and replayed restore
+    # (its code is the same, only shifted down a line: read_values._same_part); walked both
+    # again (they are given unseeded paths now)
+    assert recorded == [0, 2, 0, 2, 2]
 
 
 CONFIGS = """import torch
@@ -419,4 +420,91 @@ def test_random_edits_of_main_and_of_what_it_imports_find_what_a_fresh_session_f
             del lines[anchor - 1]
         texts[name] = "\n".join(lines)
         session.buffers[paths[name]] = texts[name]
+        _analysed(tmp_path, session)
+
+
+EPOCHS = """import torch
+import helpers
+
+
+def main(args):
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+    model = helpers.build_model(8)
+    x = 1
+    for epoch in range(3):
+        train_one_epoch(model, epoch)
+    return model
+
+
+def train_one_epoch(model, epoch):
+    torch.backends.cudnn.benchmark = True
+    helpers.restore(model, "last.pt")
+    step(model)
+    return model
+
+
+def step(model):
+    model.zero_grad()
+    return model
+
+
+if __name__ == "__main__":
+    main(None)
+"""
+
+
+def test_a_call_of_an_unchanged_entry_function_is_kept_while_main_is_edited(tmp_path, recorded):
+    # main() calls train_one_epoch(), defined below it in the same script. An edit of main()
+    # shifts train_one_epoch() down without changing its code: its call is replayed, and the
+    # TRP201 it holds (benchmark switched on under main()'s determinism) moves with it. An edit
+    # of train_one_epoch() itself walks it again; an edit of step(), which it calls, records it
+    # again (a claim of determinism there: the TRP201 is back).
+    session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": EPOCHS})
+    train = paths["train.py"]
+    session.analyse()
+    rows = []
+    best = EPOCHS.replace('    helpers.restore(model, "last.pt")\n', '    helpers.restore(model, "best.pt")\n')
+    unclaimed = best.replace("    torch.use_deterministic_algorithms(True)\n", "")
+    steps = [
+        EPOCHS.replace("    x = 1\n", "    x = torch.randn(1)\n"),
+        EPOCHS.replace("    x = 1\n", "    x = torch.randn(1)\n    noise = torch.randn(2)\n"),
+        EPOCHS.replace("    x = 1\n", "    x = 2\n    noise = torch.randn(2)\n    y = 3\n"),
+        best,
+        unclaimed,  # (no TRP201 without a claim of determinism)
+        unclaimed.replace("    model.zero_grad()\n", "    model.zero_grad()\n    torch.use_deterministic_algorithms(True)\n"),
+    ]
+    for text in steps:
+        recorded.append(0)
+        session.buffers[train] = text
+        found = _analysed(tmp_path, session)
+        rows.append([f.row for f in found.get(train, ()) if f.code == "TRP201"])
+    assert rows == [[16], [17], [18], [16], [], [15]]
+    # recorded build_model, train_one_epoch, and restore and step inside it; replayed them
+    # twice; walked train_one_epoch again when it changed (not kept while it is the one being
+    # edited), with restore inside it recorded anew (its argument changed), step and
+    # build_model replayed; recorded all four again when the paths they are given changed (no
+    # claim of determinism on them); recorded train_one_epoch again when step() changed under
+    # it, and walked step() inside it (not kept while it is the one being edited)
+    assert recorded == [0, 4, 0, 0, 1, 4, 1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_edits_of_main_and_of_the_entry_functions_it_calls_find_what_a_fresh_session_finds(tmp_path, seed):
+    # A kept call of train_one_epoch() holds while its code and step()'s are the same, and
+    # is walked again when either changes.
+    rng = random.Random(seed)
+    session, paths = _project(tmp_path, {"helpers.py": HELPERS, "train.py": EPOCHS})
+    train = paths["train.py"]
+    lines = EPOCHS.split("\n")
+    session.analyse()
+    for _ in range(15):
+        # in main(), in train_one_epoch() (which main() calls), in step() (which it calls)
+        at = lines.index(rng.choice(["    x = 1", "    step(model)", "    model.zero_grad()"]))
+        if rng.random() < 0.75:
+            lines.insert(at, "    " + rng.choice(SNIPPETS))
+        elif lines[at - 1].startswith("    ") and not lines[at - 1].startswith("        "):
+            if not lines[at - 1].lstrip().startswith(("def ", "for ", "return", "if ")):
+                del lines[at - 1]  # (a line typed before, or one of the function's own)
+        session.buffers[train] = "\n".join(lines)
         _analysed(tmp_path, session)

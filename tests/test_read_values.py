@@ -149,3 +149,58 @@ def test_a_cached_quote_of_a_site_the_edited_module_no_longer_has_is_a_change_no
     stale = ("summary", (module.path, "site", str(len(module.nodes) + 5)))
     assert digests.of(stale) is None
     assert digests.of(("summary", (module.path, "site", "0"))) is not None
+
+
+def test_values_found_in_a_run_are_checked_in_the_next_as_a_result_that_matched():
+    # A program run again on every edit stores values found now: the next run asks only what is
+    # not one module's, and the reads of the module that changed, that one first.
+    absent = set()
+    a, b = _module("a\n"), _module("b\n")
+    values = [(("ir", "a"), "A"), (("content", "b"), "B"), (("programs", "*"), "P")]
+    first = ReadValues()
+    first.basis(_project({"a": a, "b": b}, absent))
+    first.found_now(values)
+    asked: list = []
+    now = {("ir", "a"): "A", ("content", "b"): "B2", ("programs", "*"): "P"}
+    second = ReadValues(first.carried())
+    assert not second.all_match(values, lambda read: asked.append(read) or now[read], _project({"a": a, "b": _module("b2\n")}, absent))
+    assert asked == [("content", "b")]
+
+
+def test_a_value_found_in_the_run_is_given_again_only_for_a_read_of_one_module():
+    absent = set()
+    module = _module("torch.manual_seed(0)\n")
+    values = ReadValues()
+    basis = values.basis(_project({"a": module}, absent))
+    values.of_module(("ir", "a"), module, lambda: "A")
+    values.mentions(("mentions", "seed"), "seed", basis, lambda: "M")
+    asked: list = []
+    found = values.valued([("ir", "a"), ("mentions", "seed")], lambda read: asked.append(read) or "now")
+    assert found == [(("ir", "a"), "A"), (("mentions", "seed"), "now")]
+    assert asked == [("mentions", "seed")]  # (which modules mention a word can change in a run)
+
+
+def _lowered(functions: dict, top=()):
+    ir_module = SimpleNamespace(top=top, functions=functions)
+    return SimpleNamespace(_ir=ir_module, source=SimpleNamespace(text=""))
+
+
+def test_a_recording_holds_across_an_edit_that_only_shifted_the_functions_it_read(monkeypatch):
+    from torchrepro_lint.pipeline import read_values
+    from torchrepro_lint.project.index import IR_CODE, IR_FUNCTION, IR_TOP
+
+    monkeypatch.setattr(read_values.ir.ModuleTable, "of", staticmethod(lambda module: SimpleNamespace(parts=lambda: ())))
+    edited, origin, shifted, same = object(), object(), object(), object()
+    origins = {id(shifted): origin}  # (function_reuse.unshifted: the IR it was shifted from)
+    monkeypatch.setattr(read_values, "unshifted", lambda f: origins.get(id(f), f))
+    before = _lowered({"main": object(), "train_one_epoch": origin, "log": same})
+    after = _lowered({"main": edited, "train_one_epoch": shifted, "log": same})
+    absent = set()
+    first = ReadValues()
+    first.basis(_project({"train.py": before}, absent))
+    second = ReadValues(first.carried())
+    project = _project({"train.py": after}, absent)
+    assert second.still_hold([(IR_FUNCTION, ("train.py", "train_one_epoch")), (IR_TOP, "train.py")], project)
+    assert second.still_hold([(IR_CODE, ("train.py", "log")), (IR_FUNCTION, ("train.py", "absent"))], project)
+    assert not second.still_hold([(IR_FUNCTION, ("train.py", "main"))], project)  # the edited one
+    assert not second.still_hold([("content", "train.py")], project)  # its text changed

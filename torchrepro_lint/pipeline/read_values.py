@@ -27,6 +27,8 @@ from __future__ import annotations
 from typing import Callable
 
 from torchrepro_lint.analysis.text_memo import contains
+from torchrepro_lint.project import ir
+from torchrepro_lint.project.extract.function_reuse import unshifted
 from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP
 
 
@@ -43,10 +45,20 @@ class ModuleSet:
 # by (module path, what of it)
 _KEYED_READS = frozenset({"summary", IR_FUNCTION, IR_FUNCTIONS, IR_CODE, IR_CODES})
 MODULE_READS = frozenset({"ir", "content", "reported", "display", IR_TOP}) | _KEYED_READS
+_PART_READS = frozenset({IR_TOP, IR_FUNCTION, IR_CODE})  # a part of a module's IR (still_hold)
 
 
 def _module_path(read):
     return read[1][0] if read[0] in _KEYED_READS else read[1]
+
+
+def _sorted_out(reads) -> tuple:
+    """(reads, their reads of one module by its path, their other reads): ReadValues.matched."""
+    by_path: dict = {}
+    for item in reads:
+        if item[0][0] in MODULE_READS:
+            by_path.setdefault(_module_path(item[0]), []).append(item)
+    return reads, by_path, tuple(item for item in reads if item[0][0] not in MODULE_READS)
 
 
 class ReadValues:
@@ -69,6 +81,7 @@ class ReadValues:
         self._dirty: tuple | None = None  # (basis, paths whose module is not the last run's)
         self._changes: dict = {}  # (id(old), id(new)) -> (old, new, changed module pairs or None)
         self._basis: tuple | None = None  # (project, its generation, its load errors, ModuleSet)
+        self._same_tops: dict = {}  # (id(old IR), id(new IR)) -> same top level and table (_same_part)
 
     def basis(self, project) -> ModuleSet:
         """The project's modules now, one object while they do not change."""
@@ -87,6 +100,20 @@ class ReadValues:
             found = (module, compute())
         self.values[read] = found
         return found[1]
+
+    def valued(self, reads, value_of: Callable) -> list:
+        """[(read, its value now)]. A read of one module whose value this run has found already
+        is given it again without `value_of`: a path's module is one object for the whole run.
+        (The 12 programs an edit of a timm model file runs again read about 470 values each,
+        mostly the same ones.)"""
+        if not self.remember:
+            return [(read, value_of(read)) for read in reads]
+        found_now = self.values
+        out = []
+        for read in reads:
+            found = found_now.get(read) if read[0] in MODULE_READS else None
+            out.append((read, found[1] if found is not None else value_of(read)))
+        return out
 
     def mentions(self, read, word: str, basis: ModuleSet, compute: Callable[[], str]):
         if not self.remember:
@@ -157,20 +184,25 @@ class ReadValues:
             if known[1].keys().isdisjoint(dirty):
                 checked = known[2]
             else:  # (the reads of modules that are the same objects still hold; thousands for
-                # a script's program, where picking out the edited module's by path was 4 ms)
-                checked = [*known[2], *(item for path in dirty for item in known[1].get(path, ()))]
+                # a script's program, where picking out the edited module's by path was 4 ms.
+                # The edited module's first: a result that read it most often fails there.)
+                checked = [*(item for path in dirty for item in known[1].get(path, ())), *known[2]]
         else:
             checked = reads
         if not all(value_of(read) == value for read, value in checked):
             return False
         if known is None or known[0] is not reads:
-            by_path: dict = {}
-            for item in reads:
-                if item[0][0] in MODULE_READS:
-                    by_path.setdefault(_module_path(item[0]), []).append(item)
-            known = (reads, by_path, tuple(item for item in reads if item[0][0] not in MODULE_READS))
+            known = _sorted_out(reads)
         self.matched[id(reads)] = known
         return True
+
+    def found_now(self, values) -> None:
+        """`values` (a cached result's reads with their values) were all found in this run: the
+        next run checks them as a result that matched in this one. A program run again on every
+        edit of a module it imports was checked read by read, about 240 reads before the first
+        of the edited module, each time."""
+        if self.remember:
+            self.matched[id(values)] = _sorted_out(values)
 
     def _dirty_paths(self, basis: ModuleSet) -> set:
         """The paths whose module is not the same object as at the end of the last run."""
@@ -193,7 +225,7 @@ class ReadValues:
         for read in reads:
             kind = read[0]
             if kind in MODULE_READS:
-                if _module_path(read) in dirty:
+                if _module_path(read) in dirty and not (kind in _PART_READS and self._same_part(before, now, read)):
                     return False
             elif kind == "missing":
                 if same_files is None:
@@ -203,6 +235,34 @@ class ReadValues:
             elif kind != "mentions" or not self._same_mentions(before, now, read[1]):
                 return False
         return True
+
+    def _same_part(self, before: ModuleSet, now: ModuleSet, read) -> bool:
+        """Whether a read of one part of a changed module's IR (its top level, one function) is
+        of the same code now. An edit inside one function leaves the top level as it was (its
+        refs come first) and shifts the refs of the functions below the edit, with their code
+        unchanged (function_reuse.shifted): a recording that read only those still holds, and
+        its sites there are moved onto the new refs (interpreter/moved.py), or it is dropped
+        where one has no counterpart. (A training script's `train_one_epoch()`, called from the
+        `main()` being edited; the import walk of a model file edited inside a model.)"""
+        kind, key = read
+        path = key if kind == IR_TOP else key[0]
+        old, new = before.modules.get(path), now.modules.get(path)
+        if old is None or new is None:
+            return False
+        old_ir, new_ir = old._ir, new._ir
+        if kind == IR_TOP:
+            memo_key = (id(old_ir), id(new_ir))
+            found = self._same_tops.get(memo_key)
+            if found is None:  # (both kept alive by the module sets, so the ids stay theirs)
+                same = old_ir.top is new_ir.top or old_ir.top == new_ir.top
+                found = self._same_tops[memo_key] = (
+                    same and ir.ModuleTable.of(old_ir).parts() == ir.ModuleTable.of(new_ir).parts()
+                )
+            return found
+        before_function, after = old_ir.functions.get(key[1]), new_ir.functions.get(key[1])
+        if before_function is None or after is None:
+            return before_function is after
+        return before_function is after or unshifted(before_function) is unshifted(after)
 
     def carried(self) -> ReadValues:
         """What the next run may start from: this run's values and matches, nothing else."""

@@ -37,7 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchrepro_lint.project.index import ProjectModule, Symbol, note_read, record
+from torchrepro_lint.project.extract.function_reuse import unshifted
+from torchrepro_lint.project.index import ProjectModule, Symbol, note_reads, record
 from torchrepro_lint.project.interpreter.moved import Gone, Moved
 from torchrepro_lint.project.interpreter.states import MAX_STEPS, WALKS_KEPT, Facts, Frame, PathState
 from torchrepro_lint.project.known_apis import Kind
@@ -92,8 +93,7 @@ class CallRun:
         )
 
     def replay(self, interpreter: Interpreter) -> list[PathState]:
-        for read in self.reads:
-            note_read(*read)
+        note_reads(self.reads)  # (merged whole: a set keeps its members' hashes)
         if interpreter.lookups is not None:  # (replayed inside a recording: it tested these too)
             interpreter.lookups.update(id(m) for m in self.looked_up)
         interpreter.imported |= {id(m) for m in self.imported}
@@ -120,16 +120,27 @@ def keeps_calls(interpreter: Interpreter, frame: Frame) -> bool:
     )
 
 
-def keeps_entry_calls(interpreter: Interpreter, frame: Frame) -> bool:
-    """Whether a call of an entry function from the entry's top level (`main()` under the
-    `__main__` guard) may be kept whole: as `keeps_calls`, where the entry module is the same
-    object as in the last analysis. An edit elsewhere (a model file every program imports) then
-    replays the whole of `main()` where its paths come in as before; while the entry itself is
-    being edited, recording `main()` would only cost (its code changes each time)."""
-    project = interpreter.project
-    reusable = project.reusable
+def keeps_entry_calls(interpreter: Interpreter, frame: Frame, callee: Symbol) -> bool:
+    """Whether a call of an entry function may be kept whole, as `keeps_calls`:
+    - from the entry's top level (`main()` under the `__main__` guard), where the entry module is
+      the same object as in the last analysis. An edit elsewhere (a model file every program
+      imports) then replays the whole of `main()` where its paths come in as before; while the
+      entry itself is being edited, recording `main()` would only cost (its code changes each
+      time).
+    - from an entry function (`train_one_epoch()` called from `main()`), where the callee's code
+      is the last analysis's: the same, or shifted by an edit above it (an edit of `main()`). Its
+      recording holds while what it read of the entry is unchanged (read_values._same_part)."""
+    if not keeps_calls(interpreter, frame):
+        return False
+    reusable = interpreter.project.reusable
     entry = interpreter.entry
-    return keeps_calls(interpreter, frame) and reusable is not None and reusable.get(entry.path) is entry
+    before = reusable.get(entry.path) if reusable is not None else None
+    if before is entry:
+        return True
+    if before is None or not interpreter.stack:
+        return False
+    then, now = before._ir.functions.get(callee.path), entry._ir.functions.get(callee.path)
+    return then is not None and now is not None and (then is now or unshifted(then) is unshifted(now))
 
 
 def keeps_walks(interpreter: Interpreter) -> bool:
