@@ -204,3 +204,27 @@ def test_a_recording_holds_across_an_edit_that_only_shifted_the_functions_it_rea
     assert second.still_hold([(IR_CODE, ("train.py", "log")), (IR_FUNCTION, ("train.py", "absent"))], project)
     assert not second.still_hold([(IR_FUNCTION, ("train.py", "main"))], project)  # the edited one
     assert not second.still_hold([("content", "train.py")], project)  # its text changed
+
+
+def test_a_program_run_again_with_the_same_reads_asks_only_the_values_of_what_changed():
+    absent = set()
+    a, b = _module("a\n"), _module("b\n")
+    values = [(("ir", "a"), "A"), (("content", "b"), "B"), (("mentions", "seed"), "M")]
+    first = ReadValues()
+    first.basis(_project({"a": a, "b": b}, absent))
+    first.found_now(values)
+    asked: list = []
+    now = {("ir", "a"): "A2", ("content", "b"): "B2", ("mentions", "seed"): "M2"}
+    second = ReadValues(first.carried())
+    project = _project({"a": a, "b": _module("b2\n")}, absent)
+    again = second.found_again(values, lambda read: asked.append(read) or now[read], project)
+    # a is the same module: its value is the last run's (not asked); b changed; mentions asked
+    assert sorted(again) == sorted([(("ir", "a"), "A"), (("content", "b"), "B2"), (("mentions", "seed"), "M2")])
+    assert sorted(asked) == [("content", "b"), ("mentions", "seed")]
+    # the next run checks them as found in this one
+    third = ReadValues(second.carried())
+    asked.clear()
+    assert third.all_match(again, lambda read: asked.append(read) or now[read], project)
+    assert asked == [("mentions", "seed")]
+    # values the last run did not see: none
+    assert ReadValues(third.carried()).found_again(values, now.get, project) is None

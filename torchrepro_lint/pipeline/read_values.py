@@ -204,6 +204,27 @@ class ReadValues:
         if self.remember:
             self.matched[id(values)] = _sorted_out(values)
 
+    def found_again(self, values, value_of, project) -> list | None:
+        """The values, now, of the reads `values` holds, where those were found in the last run
+        (ReadValues.found_now) or matched in it: a read of a module that is the same object keeps
+        its value, the others are asked again. None where the last run did not see them."""
+        if not self.remember:
+            return None
+        known = self._previous_matched.get(id(values))
+        if known is None or known[0] is not values:
+            return None
+        dirty = self._dirty_paths(self.basis(project))
+        by_path = dict(known[1])
+        for path in dirty:
+            items = by_path.get(path)
+            if items is not None:
+                by_path[path] = [(read, value_of(read)) for read, _ in items]
+        others = tuple((read, value_of(read)) for read, _ in known[2])
+        out = [item for items in by_path.values() for item in items]
+        out += others
+        self.matched[id(out)] = (out, by_path, others)  # (found_now, without sorting them out again)
+        return out
+
     def _dirty_paths(self, basis: ModuleSet) -> set:
         """The paths whose module is not the same object as at the end of the last run."""
         if self._dirty is None or self._dirty[0] is not basis:

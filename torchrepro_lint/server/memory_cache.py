@@ -42,6 +42,10 @@ class MemoryCache:
         # (staging.ir_digest_of); the session drops a buffer's when it is closed
         self.ir_digest_parts: dict = {}
         self.read_values = None  # the last run's pipeline.read_values.ReadValues
+        # key of a program's cached facts -> (the reads of the run that found them, their values):
+        # a program run again with the same reads takes the values of what did not change
+        # (staging.ProgramRunner._values_of)
+        self.program_reads: dict[str, tuple] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -79,6 +83,7 @@ class MemoryCache:
         self.unpickled = {key: found for key, found in self.unpickled.items() if key in live}
         facts = {id(found[1]) for found in self.unpickled.values()}
         self.program_digests = {key: found for key, found in self.program_digests.items() if key in facts}
+        self.program_reads = {key: found for key, found in self.program_reads.items() if ("program", key) in keep}
         self.pickled = {key: found for key, found in self.pickled.items() if key in facts}
         irs = {value[1] for (kind, _), value in self._entries.items() if kind == "ir"}
         self.ir_part_digests = {key: found for key, found in self.ir_part_digests.items() if key[0] in irs}
