@@ -82,6 +82,9 @@ class ReadValues:
         self._changes: dict = {}  # (id(old), id(new)) -> (old, new, changed module pairs or None)
         self._basis: tuple | None = None  # (project, its generation, its load errors, ModuleSet)
         self._same_tops: dict = {}  # (id(old IR), id(new IR)) -> same top level and table (_same_part)
+        # id(a recording's reads) -> (them, sorted out: _sorted_reads); the last run's
+        self._sorted: dict = {}
+        self._previous_sorted: dict = previous._sorted if previous is not None else {}
 
     def basis(self, project) -> ModuleSet:
         """The project's modules now, one object while they do not change."""
@@ -236,26 +239,48 @@ class ReadValues:
 
     def still_hold(self, reads, project) -> bool:
         """Whether reads made during the last run, whose values were not kept (an interpreter
-        recording's), have the same values now: each module read is of the same module object,
-        the same files exist, and the modules that changed mention the words read as before."""
+        recording's), have the same values now: each module read is of the same module object
+        (or of the same part of its IR: _same_part), the same files exist, and the modules that
+        changed mention the words read as before."""
         before, now = self._previous_basis, self.basis(project)
         if before is None:
             return False
         dirty = self._dirty_paths(now)
-        same_files = None  # (one answer for all its "missing" reads: a recording has hundreds)
-        for read in reads:
-            kind = read[0]
-            if kind in MODULE_READS:
-                if _module_path(read) in dirty and not (kind in _PART_READS and self._same_part(before, now, read)):
-                    return False
-            elif kind == "missing":
-                if same_files is None:
-                    same_files = self._same_files(before, now)
-                if not same_files:
-                    return False
-            elif kind != "mentions" or not self._same_mentions(before, now, read[1]):
-                return False
-        return True
+        by_path, missing, words, other = self._sorted_reads(reads)
+        if other:
+            return False
+        if not by_path.keys().isdisjoint(dirty):
+            for path in dirty:
+                for read in by_path.get(path, ()):
+                    if not (read[0] in _PART_READS and self._same_part(before, now, read)):
+                        return False
+        if missing and not self._same_files(before, now):
+            return False
+        return all(self._same_mentions(before, now, word) for word in words)
+
+    def _sorted_reads(self, reads) -> tuple:
+        """(its reads of one module by path, whether it has "missing" reads, the words of its
+        "mentions" reads, whether it has a read of another kind) of a recording's `reads` (a
+        frozenset, the same object from run to run): a timm model-file edit checks about 200
+        recordings, each a loop over hundreds of reads before."""
+        found = self._sorted.get(id(reads)) or self._previous_sorted.get(id(reads))
+        if found is None or found[0] is not reads:
+            by_path: dict = {}
+            missing, other = False, False
+            words = []
+            for read in reads:
+                kind = read[0]
+                if kind in MODULE_READS:
+                    by_path.setdefault(_module_path(read), []).append(read)
+                elif kind == "missing":
+                    missing = True
+                elif kind == "mentions":
+                    words.append(read[1])
+                else:
+                    other = True
+            found = (reads, by_path, missing, tuple(words), other)
+        self._sorted[id(reads)] = found  # (carried to the next run while used in this one)
+        return found[1:]
 
     def _same_part(self, before: ModuleSet, now: ModuleSet, read) -> bool:
         """Whether a read of one part of a changed module's IR (its top level, one function) is
@@ -288,6 +313,6 @@ class ReadValues:
     def carried(self) -> ReadValues:
         """What the next run may start from: this run's values and matches, nothing else."""
         kept = ReadValues()
-        kept.values, kept.matched = self.values, self.matched
+        kept.values, kept.matched, kept._sorted = self.values, self.matched, self._sorted
         kept.basis_then = self._basis[3] if self._basis is not None else None
         return kept
