@@ -81,7 +81,7 @@ def main() -> int:
     if args.compile:
         counts.update({"compiled in part": 0, "compile different": 0})
     if args.index:
-        counts.update({"statements taken": 0, "index different": 0, "functions taken": 0, "top levels taken": 0, "top levels lowered again": 0, "lowering different": 0})
+        counts.update({"statements taken": 0, "index different": 0, "functions taken": 0, "statements of edited functions taken": 0, "top levels taken": 0, "top levels lowered again": 0, "lowering different": 0})
     for path in files[: args.files]:
         try:
             text = path.read_text(encoding="utf-8")
@@ -161,10 +161,11 @@ def _same_index(path: Path, previous: ParsedText, got: ParsedText, counts: dict)
     counts["index different"] += not same
     _, old_lowering, old_ir = _LOWERED.pop(id(previous))
     lowering = Lowering(taken)
-    lowering.reuse = function_reuse(taken, previous.module, old_ir, old_lowering.nodes, old_lowering.layout)
+    lowering.reuse = function_reuse(taken, previous.module, old_ir, old_lowering.nodes, old_lowering.layout, previous.text)
     module_ir = lowering.build()
     _LOWERED[id(got)] = (got, lowering, module_ir)
     counts["functions taken"] += len(lowering.reuse.paths) if lowering.reuse is not None else 0
+    counts["statements of edited functions taken"] += lowering.statements_taken
     counts["top levels taken"] += lowering.reuse is not None and lowering.reuse.top
     counts["top levels lowered again"] += lowering.reuse is not None and not lowering.reuse.top
     whole_lowering = Lowering(whole_index)

@@ -110,7 +110,7 @@ def _lowered(source, previous):
     lowering = Lowering(index, None, previous[1].texts if previous is not None else ExpressionTexts.start())
     if previous is not None:
         old_source, old_lowering, module_ir = previous
-        lowering.reuse = function_reuse(index, old_source.module, module_ir, old_lowering.nodes, old_lowering.layout)
+        lowering.reuse = function_reuse(index, old_source.module, module_ir, old_lowering.nodes, old_lowering.layout, old_source.text)
     module_ir = lowering.build()
     return index, lowering, module_ir
 
@@ -221,19 +221,20 @@ def test_a_function_nested_in_the_edited_one_is_lowered_again():
     assert "main" in lowering.reuse.paths
 
 
-def _chain(seed: int) -> tuple[int, int]:
+def _chain(seed: int) -> tuple[int, int, int]:
     """Lowers a chain of random edits, each checked against a whole lowering: (parts taken,
-    lowerings that took the functions but lowered the top level again)."""
+    lowerings that took the functions but lowered the top level again, statements taken)."""
     rng = random.Random(seed)
     source = EditedSource("script.py", SCRIPT)
     state, _ = _check(source, None)
-    taken = top_again = 0
+    taken = top_again = statements = 0
     for text in edit_chain(rng, SCRIPT, SNIPPETS, 30):
         source = _edit(source, text)
         state, count = _check(source, state)
         taken += count
         top_again += state[1].reuse is not None and not state[1].reuse.top
-    return taken, top_again
+        statements += state[1].statements_taken
+    return taken, top_again, statements
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -244,5 +245,128 @@ def test_random_edits_give_the_ir_of_a_whole_lowering(seed):
 def test_random_edits_take_parts_both_ways():
     # (a chain of a few edits may happen to take nothing: the ten together must take both ways)
     counts = [_chain(seed) for seed in range(10)]
-    assert sum(taken for taken, _ in counts) > 0
-    assert sum(top_again for _, top_again in counts) > 0
+    assert sum(taken for taken, _, _ in counts) > 0
+    assert sum(top_again for _, top_again, _ in counts) > 0
+    assert sum(statements for _, _, statements in counts) > 0  # (statements of an edited function)
+
+
+def test_an_edit_of_main_that_binds_a_new_name_takes_its_other_statements():
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    texts = [
+        SCRIPT.replace("    set_seed(0)\n", "    set_seed(0)\n    total = 0\n"),
+        SCRIPT.replace("    set_seed(0)\n", "    set_seed(0)\n    total = 0\n    noise_a = torch.randn(3)\n"),
+        SCRIPT.replace("    set_seed(0)\n", "    set_seed(0)\n    total = 0\n    noise_a = torch.randn(3)\n    noise_b = 1\n"),
+    ]
+    taken = []
+    source = first
+    for text in texts:
+        source = _edit(source, text)
+        state, _ = _check(source, state)
+        taken.append((state[1].reuse.in_functions, state[1].statements_taken > 0))
+    # (the first edit lowers main() whole and keeps its statements; the next ones take them)
+    assert taken == [(frozenset(), False), ({"main"}, True), ({"main"}, True)]
+
+
+@pytest.mark.parametrize(
+    "after, line",
+    [
+        ("    trainer.fit([example])\n", "    example = 3\n"),  # the value `example` last holds: read elsewhere
+        ("    total = 0\n", "    if total:\n        torch.randn(1)\n"),  # a header statements could sit under
+        ("    total = 0\n", "    def helper():\n        return 1\n"),  # a scope of its own
+    ],
+)
+def test_an_edit_of_main_that_rebinds_a_name_or_adds_a_header_takes_none_of_its_statements(after, line):
+    first = EditedSource("script.py", SCRIPT)
+    state, _ = _check(first, None)
+    with_total = SCRIPT.replace("    set_seed(0)\n", "    set_seed(0)\n    total = 0\n")
+    source = _edit(first, with_total)
+    state, _ = _check(source, state)
+    source = _edit(source, with_total.replace(after, after + line))
+    state, _ = _check(source, state)
+    assert state[1].statements_taken == 0
+
+
+MAIN_SNIPPETS = [
+    "    total = 0\n", "    noise_{n} = torch.randn({n})\n", "    torch.manual_seed({n})\n", "    example = torch.randn(2, 8)\n",
+    "    if torch.cuda.is_available():\n        torch.backends.cudnn.benchmark = False\n", "    set_seed({n})\n",
+    "    for step in range(2):\n        trainer.fit([example])\n", "    count_{n} = len([example])\n",
+]
+
+
+def _main_chain(seed: int) -> int:
+    """Random edits between main()'s statements, each lowering checked against a whole one:
+    the statements taken from the lowering before."""
+    rng = random.Random(seed)
+    lines = SCRIPT.splitlines(keepends=True)
+    start = lines.index("def main():\n") + 1
+    end = lines.index("try:\n") - 2  # (main()'s body ends before the blank lines)
+    source = EditedSource("script.py", SCRIPT)
+    state, _ = _check(source, None)
+    taken = 0
+    for n in range(20):
+        # (between main()'s own statements: a line of its body that is not inside a block)
+        places = [i for i in range(start, end) if lines[i].startswith("    ") and lines[i][4] != " "] + [end]
+        at = rng.choice(places)
+        if rng.random() < 0.8:
+            snippet = rng.choice(MAIN_SNIPPETS).format(n=n)
+            lines[at:at] = snippet.splitlines(keepends=True)
+            end += snippet.count("\n")
+        elif at < end and end - start > 3 and not lines[at].rstrip().endswith(":"):
+            del lines[at]
+            end -= 1
+        source = _edit(source, "".join(lines))
+        state, _ = _check(source, state)
+        taken += state[1].statements_taken
+    return taken
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_edits_of_main_give_the_ir_of_a_whole_lowering(seed):
+    _main_chain(seed)
+
+
+def test_random_edits_of_main_take_its_other_statements():
+    assert sum(_main_chain(seed) for seed in range(6, 12)) > 0
+
+
+TRACED = """\
+import torch
+
+
+def build():
+    return torch.nn.Linear(8, 8)
+
+
+def main():
+    model = build()
+    example = torch.randn(2, 8)
+    traced = torch.jit.trace(model, example)
+    steps = 10
+    name = "run"
+    total = 0
+    limit = 5
+    rate = 0.1
+"""
+
+
+def test_a_line_that_uses_a_name_of_the_function_lowers_its_statements_again():
+    # The draw is an example input only traced (no draw of the program's): a line that uses
+    # it for something else makes it a draw. Its statement is not the one edited, so the edit
+    # must not take it: every lowering is checked against a whole one.
+    source = EditedSource("script.py", TRACED)
+    state, _ = _check(source, None)
+    taken = []
+    for line in ("    a_1 = 1\n", "    a_2 = 2\n", "    out = model(example)\n"):
+        text = source.text.replace("    total = 0\n", line + "    total = 0\n")
+        source = _edit(source, text)
+        state, _ = _check(source, state)
+        taken.append(state[1].statements_taken)
+    assert taken[1] > 0 and taken[2] == 0
+
+
+def test_a_name_is_mentioned_only_as_a_whole_word():
+    from torchrepro_lint.project.extract.function_reuse import _mentions
+
+    assert _mentions("noise = edit_3 + 1", "edit_3") and _mentions("f(edit_3)", "edit_3") and _mentions("edit_3", "edit_3")
+    assert not _mentions("edit_30 = 1\nxedit_3 = 2\n", "edit_3") and not _mentions("", "edit_3")

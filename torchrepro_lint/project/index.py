@@ -424,7 +424,7 @@ class ProjectIndex:
         if previous is None or previous._nodes is None or previous.layout is None:
             return None
         tree = previous.source.__dict__.get("module")  # (a tree dropped since: nothing to compare)
-        return function_reuse(index, tree, previous._ir, previous._nodes, previous.layout)
+        return function_reuse(index, tree, previous._ir, previous._nodes, previous.layout, previous.source.text)
 
     def _same_code_as_before(self, path, name, package, search_root, source: SourceFile, linted: bool) -> ProjectModule | None:
         """The module, where its new text differs from a previous run's only in comments and

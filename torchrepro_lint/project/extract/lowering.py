@@ -16,7 +16,7 @@ from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
-from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, shifted
+from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, _shifted, shifted
 from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
 
@@ -60,6 +60,8 @@ class Lowering(CallLowering):
         # (function_reuse.py), and where this one puts its refs, for the next one's
         self.reuse: FunctionReuse | None = None
         self.layout = RefLayout(0)
+        self._taking: dict | None = None  # statements taken from the previous lowering (function_reuse.statement_reuse)
+        self.statements_taken = 0  # (counted for tests)
 
     def ref(self, node: cst.CSTNode) -> int:
         self.nodes.append(node)
@@ -133,7 +135,11 @@ class Lowering(CallLowering):
             self.nodes.extend(reuse.nodes[start:end])
             found = shifted(reuse.module.functions[path], first - start)
         else:
-            found = self.function(path, node)
+            self._taking = reuse.layout.statements if reuse is not None and path in reuse.in_functions else None
+            try:
+                found = self.function(path, node)
+            finally:
+                self._taking = None
         self.layout.functions[path] = (first, len(self.nodes))
         return found
 
@@ -184,9 +190,25 @@ class Lowering(CallLowering):
 
     # -- statements --------------------------------------------------------------------
     def block(self, statements) -> tuple[ir.Stmt, ...]:
+        # In a lowering after an edit (the language server), each statement of a function
+        # lowered again is kept with its refs and IR, for the next edit of the function.
+        recorded = self.layout.statements if self.reuse is not None else None
+        taking = self._taking
         out: list[ir.Stmt] = []
         for statement in statements:
-            out.extend(self.statement(statement))
+            first = len(self.nodes)
+            found = taking.get(id(statement)) if taking is not None else None
+            if found is not None and found[0] is statement:
+                _, start, end, lowered = found
+                self.statements_taken += 1
+                self.nodes.extend(self.reuse.nodes[start:end])
+                if first != start:
+                    lowered = _shifted(lowered, first - start)
+            else:
+                lowered = tuple(self.statement(statement))
+            if recorded is not None:
+                recorded[id(statement)] = (statement, first, len(self.nodes), lowered)
+            out.extend(lowered)
         return tuple(out)
 
     def orelse(self, orelse) -> tuple[ir.Stmt, ...]:
