@@ -17,9 +17,12 @@ with its basis, and given again while the basis is the same:
   may have appeared (server/session.py).
 
 A cached result that matched in the last run is then checked again only for its reads that are
-not of one module, and for those of modules that are other objects now (`all_match`); the
-interpreter's recordings of the last run are taken again where their reads still hold
-(`still_hold`, ProjectIndex.adopt_recordings).
+not of one module, and for those of modules that are other objects now (`all_match`); so is one
+whose values the last run found (`found_now`), and a program run again with the same reads takes
+those values but for the changed modules' (`found_again`). The interpreter's recordings of the
+last run are taken again where their reads still hold (`still_hold`,
+ProjectIndex.adopt_recordings): a read of one part of a changed module's IR holds where that
+part is the same code (`_same_part`: a function that an edit above it only shifted).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
-from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, _shifted, shifted
+from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, shifted, shifted_statements
 from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
 
@@ -203,7 +203,7 @@ class Lowering(CallLowering):
                 self.statements_taken += 1
                 self.nodes.extend(self.reuse.nodes[start:end])
                 if first != start:
-                    lowered = _shifted(lowered, first - start)
+                    lowered = shifted_statements(lowered, first - start)
             else:
                 lowered = tuple(self.statement(statement))
             if recorded is not None:

@@ -21,6 +21,9 @@ An edit elsewhere (a model file every script imports at start-up) leaves the ent
 and its `main()` often given the paths it was given before: a call of an entry function from
 the entry's top level is then kept whole, with the calls out of the entry made inside it kept
 as well (`keeps_entry_calls`). Not while the entry itself is edited: its code changes each time.
+But while `main()` is edited, a call it makes of another entry function whose code is the same
+(`train_one_epoch()`, shifted down by the lines typed above it) is kept: its recording read only
+parts of the entry that did not change (read_values.ReadValues._same_part).
 
 An imported module's top level walked inside another import (not from a program's fresh
 start, which `recordings.ImportWalk` shares between programs) is kept the same way, as a call
