@@ -87,6 +87,7 @@ class CallRun:
     callbacks: dict  # callbacks it registered
     reads: frozenset
     modules: frozenset  # every module object the recording points at
+    paths: frozenset | None = None  # theirs (_moved)
 
     def replays_in(self, interpreter: Interpreter) -> bool:
         imported = interpreter.imported
@@ -241,7 +242,7 @@ def _head(key: CallKey) -> tuple:
 def _move_heads(project) -> None:
     """The previous run's kept calls, looked up by this run's refs: an edit above a call in
     the entry module moved its ref (moved.py)."""
-    moved = project.moved = Moved(project.modules)
+    moved = project.moved = Moved(project.modules, project.reusable)
     by_head = {}
     for head, runs in project.call_runs_before.items():
         try:
@@ -316,6 +317,11 @@ def _facts_occurrences(facts: Facts):
 
 
 def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
+    """`kept` on this run's modules (every recording of the last run points at its modules)."""
+    if kept.paths is None:
+        kept.paths = frozenset(m.path for m in kept.modules)
+    if moved.before is not None and moved.none_changed(kept.paths):
+        return kept  # (one set operation: about 100 kept walks are checked on a model-file edit)
     if all(moved.modules.get(m.path) is m for m in kept.modules):
         return kept
     try:

@@ -25,10 +25,21 @@ class Moved(Remapped):
     One for a run: what it moved (paths flow from one recording into the next) and the refs of
     each changed module (`ref_maps`, by (id(old), id(new))) serve every recording."""
 
-    def __init__(self, modules: dict) -> None:
+    def __init__(self, modules: dict, before: dict | None = None) -> None:
         super().__init__()
         self.modules = modules
         self.ref_maps: dict[tuple[int, int], dict[int, int]] = {}
+        self.before = before  # the last run's modules, by path (ProjectIndex.reusable)
+        self._changed: set | None = None
+
+    def none_changed(self, paths: frozenset) -> bool:
+        """Whether each of these paths, where the last run had a module, has that same object
+        now: a recording of the last run that points only at them is this run's as it is. (A
+        module that is loaded later in the run counts as changed: moving costs only time.)"""
+        if self._changed is None:
+            before, now = self.before or {}, self.modules
+            self._changed = {path for path, module in before.items() if now.get(path) is not module}
+        return paths.isdisjoint(self._changed)
 
     def module(self, module: ProjectModule) -> ProjectModule:
         current = self.modules.get(module.path)
