@@ -203,17 +203,19 @@ class RequiresGrad:
             expr = expr.value  # `batch["image"]`: an entry of the batch the model is given
         if not isinstance(expr, cst.Name):
             return False
-        fl = flow(self.index)
-        param = self._parameter_value(fl, expr)
-        if param is None:
-            return False
-        function = fl.owner(expr)
+        # Where the name stands is asked first, what it holds (the dataflow) last: most
+        # `forward`s of a model file are a block's, which another class builds (timm's
+        # resnet.py: 6 inputs an edit, each found a parameter, then a block's).
+        function = self.index.enclosing(expr, cst.FunctionDef, cst.Lambda)  # (Flow.owner)
         if not isinstance(function, cst.FunctionDef) or function.name.value != "forward":
             return False
         klass = self.index.enclosing(function, cst.ClassDef)
         if klass is None or self.index.parents.get(self.index.parents.get(function)) is not klass:
             return False
         positional = [*function.params.posonly_params, *function.params.params]
-        if not positional or positional[0] is param or not self.grad.is_module_class(klass):
+        if not positional or not self.grad.is_module_class(klass):
             return False
-        return isinstance(self.index.parents.get(klass), cst.Module) and self.uses.top_level_model(self.module, klass)
+        if not isinstance(self.index.parents.get(klass), cst.Module) or not self.uses.top_level_model(self.module, klass):
+            return False
+        param = self._parameter_value(flow(self.index), expr)
+        return param is not None and positional[0] is not param
