@@ -55,8 +55,9 @@ def _module_path(read):
     return read[1][0] if read[0] in _KEYED_READS else read[1]
 
 
-def _sorted_out(reads) -> tuple:
-    """(reads, their reads of one module by its path, their other reads): ReadValues.matched."""
+def _matched_entry(reads) -> tuple:
+    """What ReadValues.matched keeps of a result's (read, value) list: (the list, its items
+    that read one module, by the module's path, its other items)."""
     by_path: dict = {}
     for item in reads:
         if item[0][0] in MODULE_READS:
@@ -85,9 +86,9 @@ class ReadValues:
         self._changes: dict = {}  # (id(old), id(new)) -> (old, new, changed module pairs or None)
         self._basis: tuple | None = None  # (project, its generation, its load errors, ModuleSet)
         self._same_tops: dict = {}  # (id(old IR), id(new IR)) -> same top level and table (_same_part)
-        # id(a recording's reads) -> (them, sorted out: _sorted_reads); the last run's
-        self._sorted: dict = {}
-        self._previous_sorted: dict = previous._sorted if previous is not None else {}
+        # id(a recording's reads) -> (them, split by kind: _split_reads); and the last run's
+        self._splits: dict = {}
+        self._previous_splits: dict = previous._splits if previous is not None else {}
 
     def basis(self, project) -> ModuleSet:
         """The project's modules now, one object while they do not change."""
@@ -198,7 +199,7 @@ class ReadValues:
         if not all(value_of(read) == value for read, value in checked):
             return False
         if known is None or known[0] is not reads:
-            known = _sorted_out(reads)
+            known = _matched_entry(reads)
         self.matched[id(reads)] = known
         return True
 
@@ -208,7 +209,7 @@ class ReadValues:
         edit of a module it imports was checked read by read, about 240 reads before the first
         of the edited module, each time."""
         if self.remember:
-            self.matched[id(values)] = _sorted_out(values)
+            self.matched[id(values)] = _matched_entry(values)
 
     def found_again(self, values, value_of, project) -> list | None:
         """The values, now, of the reads `values` holds, where those were found in the last run
@@ -228,7 +229,7 @@ class ReadValues:
         others = tuple((read, value_of(read)) for read, _ in known[2])
         out = [item for items in by_path.values() for item in items]
         out += others
-        self.matched[id(out)] = (out, by_path, others)  # (found_now, without sorting them out again)
+        self.matched[id(out)] = (out, by_path, others)  # (found_now, without splitting them again)
         return out
 
     def _dirty_paths(self, basis: ModuleSet) -> set:
@@ -249,7 +250,7 @@ class ReadValues:
         if before is None:
             return False
         dirty = self._dirty_paths(now)
-        by_path, missing, words, other = self._sorted_reads(reads)
+        by_path, missing, words, other = self._split_reads(reads)
         if other:
             return False
         if not by_path.keys().isdisjoint(dirty):
@@ -261,12 +262,12 @@ class ReadValues:
             return False
         return all(self._same_mentions(before, now, word) for word in words)
 
-    def _sorted_reads(self, reads) -> tuple:
+    def _split_reads(self, reads) -> tuple:
         """(its reads of one module by path, whether it has "missing" reads, the words of its
         "mentions" reads, whether it has a read of another kind) of a recording's `reads` (a
         frozenset, the same object from run to run): a timm model-file edit checks about 200
         recordings, each a loop over hundreds of reads before."""
-        found = self._sorted.get(id(reads)) or self._previous_sorted.get(id(reads))
+        found = self._splits.get(id(reads)) or self._previous_splits.get(id(reads))
         if found is None or found[0] is not reads:
             by_path: dict = {}
             missing, other = False, False
@@ -282,7 +283,7 @@ class ReadValues:
                 else:
                     other = True
             found = (reads, by_path, missing, tuple(words), other)
-        self._sorted[id(reads)] = found  # (carried to the next run while used in this one)
+        self._splits[id(reads)] = found  # (carried to the next run while used in this one)
         return found[1:]
 
     def _same_part(self, before: ModuleSet, now: ModuleSet, read) -> bool:
@@ -316,6 +317,6 @@ class ReadValues:
     def carried(self) -> ReadValues:
         """What the next run may start from: this run's values and matches, nothing else."""
         kept = ReadValues()
-        kept.values, kept.matched, kept._sorted = self.values, self.matched, self._sorted
+        kept.values, kept.matched, kept._splits = self.values, self.matched, self._splits
         kept.basis_then = self._basis[3] if self._basis is not None else None
         return kept

@@ -215,7 +215,9 @@ class RequiresGrad:
         positional = [*function.params.posonly_params, *function.params.params]
         if not positional or not self.grad.is_module_class(klass):
             return False
-        if not isinstance(self.index.parents.get(klass), cst.Module) or not self.uses.top_level_model(self.module, klass):
+        if not isinstance(self.index.parents.get(klass), cst.Module):
+            return False
+        if not self.uses.top_level_model(self.module, klass):
             return False
         param = self._parameter_value(flow(self.index), expr)
         return param is not None and positional[0] is not param

@@ -110,7 +110,9 @@ _ON_THE_WAY = frozenset({
 _UNBOUND = object()
 
 
-def statement_reuse(index: ModuleIndex, before: Walk, added: list, gone: list, edited: set[str], text_before: str) -> frozenset[str]:
+def statement_reuse(
+    index: ModuleIndex, before: Walk, added: list, gone: list, edited: set[str], text_before: str
+) -> frozenset[str]:
     """The edited functions whose untouched statements (at any depth) keep the IR they had.
     A statement's lowering reads its own subtree, the headers of the statements around it
     (`if torch.cuda.is_available():`), names through the function's scope (what a name

@@ -60,7 +60,8 @@ class Lowering(CallLowering):
         # (function_reuse.py), and where this one puts its refs, for the next one's
         self.reuse: FunctionReuse | None = None
         self.layout = RefLayout(0)
-        self._taking: dict | None = None  # statements taken from the previous lowering (function_reuse.statement_reuse)
+        # statements taken from the previous lowering (function_reuse.statement_reuse)
+        self._taking: dict | None = None
         self.statements_taken = 0  # (counted for tests)
 
     def ref(self, node: cst.CSTNode) -> int:

@@ -3,9 +3,9 @@
 Most of a library is definitions, assignments and calls of helpers that do nothing tracked:
 importing such a module brings in modules and notes helpers, and nothing else happens on any
 path. `inert_import` says so once per module (ProjectIndex.inert_imports), for every program;
-the language server takes the answers of the analysis before where what decided them still holds
-(ProjectIndex.inert_before). `imported_names` gives the module names an import statement brings in (`import a.b` is `a`
-and `a.b`).
+the language server takes the answers of the analysis before where what decided them still
+holds (ProjectIndex.inert_before). `imported_names` gives the module names an import statement
+brings in (`import a.b` is `a` and `a.b`).
 """
 
 from __future__ import annotations

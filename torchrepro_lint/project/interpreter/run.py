@@ -481,7 +481,8 @@ class Interpreter:
             # (the callee's code read again inside: a kept run holds while it is the same)
             return kept_call(self, called, lambda: self.run_call(key, symbol.function, states, callee_frame))
         if ref is not None and symbol.module is self.entry and keeps_entry_calls(self, frame, symbol):
-            called = call_key(self, symbol, callee_frame, (frame.module, ref), states)  # (`main()`, `train_one_epoch()`)
+            # (`main()` under the guard; `train_one_epoch()` called from `main()`)
+            called = call_key(self, symbol, callee_frame, (frame.module, ref), states)
             return kept_call(self, called, lambda: self.run_call(key, symbol.function, states, callee_frame))
         return self.run_call(key, function, states, callee_frame)
 
