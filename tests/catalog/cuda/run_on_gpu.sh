@@ -1,7 +1,8 @@
 #!/bin/bash
 # How tests/catalog/cuda/*.json was made: run on a machine with a CUDA build of torch, from the
 # repository root, with ../shared beside it (or VERIFY pointing at verify_on_cuda.py).
-# Writes strict.json, warn.json, extra.json and environment.json under $OUT (default: .).
+# Writes strict.json, warn.json, extra.json, emb.json and environment.json under $OUT (default: .);
+# tests/catalog/cuda/compare_run.py $OUT compares them with the record, case by case.
 set -u
 OUT=${OUT:-.}
 VERIFY=${VERIFY:-../shared/tools/verify_on_cuda.py}
