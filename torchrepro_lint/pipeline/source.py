@@ -152,6 +152,9 @@ def parse_unvalidated(text: str) -> cst.Module:
     import libcst as cst
     from libcst._nodes.base import CSTNode
 
+    from torchrepro_lint.pipeline.node_hash import use_identity_hash
+
+    use_identity_hash()
     validate = CSTNode.__dict__["__post_init__"]
     CSTNode.__post_init__ = _no_validation
     try:
