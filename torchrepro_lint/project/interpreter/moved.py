@@ -9,7 +9,8 @@ the recording that points at it is dropped.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields
+from operator import attrgetter
 
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.index import ProjectModule, Symbol, unrecorded
@@ -81,7 +82,7 @@ def ref_map(old: ProjectModule, new: ProjectModule) -> dict[int, int]:
         before, after = _leaves(old.ir), _leaves(new.ir)
     prefix = 0
     limit = min(len(before), len(after))
-    while prefix < limit and before[prefix] == after[prefix]:
+    while prefix < limit and (before[prefix] is after[prefix] or before[prefix] == after[prefix]):
         prefix += 1
     suffix = 0
     while suffix < limit - prefix and _same_but_ref(before[-1 - suffix], after[-1 - suffix]):
@@ -98,31 +99,56 @@ def ref_map(old: ProjectModule, new: ProjectModule) -> dict[int, int]:
     return mapped
 
 
+# The leaves of the last IRs asked: an edit's new IR is the old one of the next edit.
+_LEAVES_KEPT = 4
+_leaves_memo: dict[int, tuple] = {}
+
+
 def _leaves(module: ir.ModuleIR) -> list:
     """The statements that carry a ref (where an occurrence can be), in ref order."""
+    found = _leaves_memo.get(id(module))
+    if found is not None and found[0] is module:
+        return found[1]
     out: list = []
     _add_leaves(module.top, out)
     for function in module.functions.values():
         _add_leaves(function.body, out)
-    out.sort(key=_ref)
+    out.sort(key=_REF)
+    if len(_leaves_memo) >= _LEAVES_KEPT:
+        del _leaves_memo[next(iter(_leaves_memo))]
+    _leaves_memo[id(module)] = (module, out)
     return out
+
+
+_LEAF_TYPES = frozenset({ir.Effect, ir.Call, ir.ImportModule, ir.Spawn})  # (final classes: no subclasses)
 
 
 def _add_leaves(statements, out: list) -> None:
     for statement in statements:
-        if isinstance(statement, ir.Branch):
+        kind = type(statement)
+        if kind in _LEAF_TYPES:
+            out.append(statement)
+        elif kind is ir.Branch:
             _add_leaves(statement.then, out)
             _add_leaves(statement.orelse, out)
-        elif isinstance(statement, ir.Try):
+        elif kind is ir.Try:
             for block in ir.blocks_of(statement):
                 _add_leaves(block, out)
-        elif isinstance(statement, (ir.Effect, ir.Call, ir.ImportModule, ir.Spawn)):
-            out.append(statement)
 
 
-def _ref(statement) -> int:
-    return statement.ref
+_REF = attrgetter("ref")
+# Per leaf class: its compared fields but `ref`, read at once (a shifted statement is equal but
+# for its ref; building a copy with the other ref to compare was most of ref_map's time).
+_OTHER_FIELDS = {
+    kind: attrgetter(*[f.name for f in fields(kind) if f.compare and f.name != "ref"]) for kind in _LEAF_TYPES
+}
 
 
 def _same_but_ref(a, b) -> bool:
-    return type(a) is type(b) and (a.ref == b.ref and a == b or a == replace(b, ref=a.ref))
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    other = _OTHER_FIELDS.get(kind)
+    if other is None:
+        return a == b
+    return other(a) == other(b)
