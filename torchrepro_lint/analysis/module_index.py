@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import defaultdict
 from dataclasses import dataclass
 
 import libcst as cst
@@ -95,7 +96,7 @@ class ModuleIndex:
         # order, memoised nearest ancestors per class tuple, each node's place in source order
         # and the site of each Call.
         self._positions: dict[int, int] | None = None
-        self._by_type: dict[type, list[cst.CSTNode]] = {}
+        self._by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)  # (walk_reuse.take fills it per node)
         self._nearest: dict[tuple, tuple[dict[int, cst.CSTNode | None], dict[type, bool]]] = {}
         self._sites: dict[int, CallSite] | None = None
         self._selected: dict[frozenset, list[cst.CSTNode]] = {}
