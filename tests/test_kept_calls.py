@@ -267,10 +267,10 @@ def walked(monkeypatch):
     names: list[str] = []
     real = kept_calls._record
 
-    def noting(interpreter, key, run):
+    def noting(interpreter, key, run, *prefix):
         if key.callee.path == "":
             names.append(key.callee.module.path.name)
-        return real(interpreter, key, run)
+        return real(interpreter, key, run, *prefix)
 
     monkeypatch.setattr(kept_calls, "_record", noting)
     return names

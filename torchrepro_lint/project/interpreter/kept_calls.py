@@ -25,6 +25,12 @@ But while `main()` is edited, a call it makes of another entry function whose co
 (`train_one_epoch()`, shifted down by the lines typed above it) is kept: its recording read only
 parts of the entry that did not change (read_values.ReadValues._same_part).
 
+While `main()` itself is edited, its first statements, up to the first that differs from the
+last analysis's, are kept as one recording (`kept_prefix`): a call of those statements, keyed
+also by them, which gives back the bindings they leave and the paths that returned in them
+besides the paths that go on. An edit in the middle of a long `main()` then runs only the
+statements from the edited one on.
+
 An imported module's top level walked inside another import (not from a program's fresh
 start, which `recordings.ImportWalk` shares between programs) is kept the same way, as a call
 of the module itself (`walk_key`): an edit of `resnet.py` walks again resnet, the modules that
@@ -37,7 +43,7 @@ analysis, runs each program once, where recording would only cost time and memor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from torchrepro_lint.project.extract.function_reuse import unshifted
@@ -88,6 +94,9 @@ class CallRun:
     reads: frozenset
     modules: frozenset  # every module object the recording points at
     paths: frozenset | None = None  # theirs (_moved)
+    # A kept prefix's (kept_prefix): the paths that returned in it, and the bindings after it
+    returned: list = field(default_factory=list)
+    env_after: tuple | None = None
 
     def replays_in(self, interpreter: Interpreter) -> bool:
         imported = interpreter.imported
@@ -164,6 +173,46 @@ def keeps_walks(interpreter: Interpreter) -> bool:
 
 def kept_call(interpreter: Interpreter, key: CallKey, run) -> list[PathState]:
     """The paths out of the call `key` describes: replayed from a kept run, or `run()` recorded."""
+    return _kept_run(interpreter, key, run).replay(interpreter)
+
+
+def kept_prefix(interpreter: Interpreter, key: CallKey, run) -> tuple[CallRun, int]:
+    """The first statements of an entry function, kept as a call is (`prefix_key`), and how
+    many of them it covers: the longest kept run of the same call whose statements are the
+    first of `key`'s, if it leaves out fewer than PREFIX_KEPT_FROM (typing line after line
+    below the last edit), replayed; else `run()`, which gives (paths out, paths returned,
+    bindings after) of all of `key`'s statements, recorded (in place of the call's older
+    prefix). The caller takes `returned` and `env_after` from what this gives back, and runs
+    the statements after those it covers."""
+    runs = _runs_of(interpreter, key)
+    statements = key.env[0][1]
+    best, covered = None, 0
+    for kept in runs:
+        known = _prefix_statements(kept.key)
+        if (
+            known is not None and covered < len(known) <= len(statements)
+            and all(a is b or a == b for a, b in zip(known, statements))
+            and replace(kept.key, env=key.env) == key and kept.replays_in(interpreter)
+        ):  # fmt: skip
+            best, covered = kept, len(known)
+    if best is None or covered + PREFIX_KEPT_FROM <= len(statements):
+        best, covered = _record(interpreter, key, run, prefix=True), len(statements)
+        if not best.facts.truncated:
+            runs[:] = [kept for kept in runs if _prefix_statements(kept.key) is None or replace(kept.key, env=key.env) != key]
+            if len(runs) < WALKS_KEPT:
+                runs.append(best)
+    best.replay(interpreter)
+    return best, covered
+
+
+def _prefix_statements(key: CallKey) -> tuple | None:
+    """The statements a prefix's key covers; None for a call's key."""
+    first = key.env[0] if key.env else None
+    return first[1] if first is not None and first[0] == "<prefix>" else None
+
+
+def _runs_of(interpreter: Interpreter, key: CallKey) -> list[CallRun]:
+    """This run's kept runs at `key`'s call site and callee (the last run's, adopted on first use)."""
     project = interpreter.project
     head = _head(key)
     runs = project.call_runs.get(head)
@@ -171,14 +220,54 @@ def kept_call(interpreter: Interpreter, key: CallKey, run) -> list[PathState]:
         if project.moved is None:
             _move_heads(project)
         runs = project.call_runs[head] = _adopted(project, project.call_runs_before.get(head, ()))
+    return runs
+
+
+def _kept_run(interpreter: Interpreter, key: CallKey, run) -> CallRun:
+    runs = _runs_of(interpreter, key)
     for kept in runs:
         if kept.key == key and kept.replays_in(interpreter):
-            return kept.replay(interpreter)
+            return kept
     kept = _record(interpreter, key, run)
-    if kept.facts.truncated or len(runs) >= WALKS_KEPT:
-        return kept.replay(interpreter)
-    runs.append(kept)
-    return kept.replay(interpreter)
+    if not kept.facts.truncated and len(runs) < WALKS_KEPT:
+        runs.append(kept)
+    return kept
+
+
+# Fewer first statements than this are run again, not kept: replaying costs about as much.
+PREFIX_KEPT_FROM = 8
+
+
+def prefix_to_keep(interpreter: Interpreter, frame: Frame, callee: Symbol) -> int:
+    """How many first statements of an entry function called from `frame` to keep as one
+    recording (`kept_prefix`), where the entry is being edited: those before the first that
+    differs from the last analysis's function. `main()` of a training script is a hundred
+    statements long, and an edit in its middle ran the half above it again each time (timm's
+    train.py: 9 of its 14 ms). 0: run it all."""
+    entry = interpreter.entry
+    if callee.module is not entry or not keeps_calls(interpreter, frame):
+        return 0
+    reusable = interpreter.project.reusable
+    before = reusable.get(entry.path) if reusable is not None else None
+    if before is None or before is entry:
+        return 0
+    then, now = before._ir.functions.get(callee.path), entry._ir.functions.get(callee.path)
+    if then is None or now is None or then is now:
+        return 0
+    same = 0
+    for old, new in zip(then.body, now.body):
+        if not (old is new or old == new):
+            break
+        same += 1
+    return same if same >= PREFIX_KEPT_FROM else 0
+
+
+def prefix_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states, statements: tuple) -> CallKey:
+    """The key of the first `statements` of `callee` run from its frame's bindings on entry:
+    a call's, with the statements among its bindings (a recording replays only where they are
+    the same code at the same refs)."""
+    env = (("<prefix>", statements), *callee_frame.env.items())
+    return _key(interpreter, callee, env, callee_frame.self_class, callee_frame.def_class, anchor, states)
 
 
 def call_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states) -> CallKey:
@@ -200,7 +289,7 @@ def _key(interpreter: Interpreter, callee: Symbol, env: tuple, self_class, def_c
     )
 
 
-def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
+def _record(interpreter: Interpreter, key: CallKey, run, prefix: bool = False) -> CallRun:
     """Run the call with what it does captured, then undo that (replay redoes it). Its facts
     and callbacks start empty: a callback it registers counts though the caller had registered
     it already, as the caller of a later run may not have."""
@@ -213,7 +302,7 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
     interpreter.keeping = True  # (calls out of the entry inside are kept too: `main()`'s)
     try:
         with record() as reads, interpreter.fresh_effectful() as effectful:
-            states = run()
+            states, returned, env_after = run() if prefix else (run(), [], None)
         facts, raised = interpreter.facts, interpreter.raised
         callbacks, looked_up = interpreter.callbacks, interpreter.lookups
     finally:
@@ -226,7 +315,7 @@ def _record(interpreter: Interpreter, key: CallKey, run) -> CallRun:
         key, states, raised, facts, interpreter.steps - steps_before, looked_up_modules,
         frozenset(m for m in looked_up_modules if id(m) in imported_before), imported,
         {(by_id[i], path): found for (i, path), found in effectful.items() if i in by_id},
-        callbacks, frozenset(reads), frozenset(),
+        callbacks, frozenset(reads), frozenset(), returned=returned, env_after=env_after,
     )
     kept.modules = frozenset(_modules_of(kept))
     interpreter.imported -= interpreter.imported - imported_before
@@ -278,7 +367,7 @@ def _modules_of(kept: CallRun):
     yield from kept.imported
     for module, _ in kept.effectful:
         yield module
-    for state in (*key.states, *kept.states, *kept.raised, *_states_of(kept.facts)):
+    for state in (*key.states, *kept.states, *kept.raised, *kept.returned, *_states_of(kept.facts)):
         for occurrence in _occurrences_of(state):
             yield occurrence.site[0]
             yield occurrence.anchor[0]
@@ -338,6 +427,7 @@ def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
             {(moved.module(module), path): found for (module, path), found in kept.effectful.items()},
             {(id(moved.module(s.module)), path): moved.symbol(s) for (_, path), s in kept.callbacks.items()},
             kept.reads, frozenset(map(moved.module, kept.modules)),
+            returned=[moved.state(s) for s in kept.returned], env_after=kept.env_after,
         )
     except Gone:
         return None

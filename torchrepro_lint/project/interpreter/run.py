@@ -14,7 +14,7 @@ from torchrepro_lint.project.index import ProjectIndex, ProjectModule, Symbol
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.inert import imported_names, inert_import
 from torchrepro_lint.project.interpreter.kept_calls import (
-    call_key, kept_call, keeps_calls, keeps_entry_calls, keeps_walks, walk_key,
+    call_key, kept_call, kept_prefix, keeps_calls, keeps_entry_calls, keeps_walks, prefix_key, prefix_to_keep, walk_key,
 )
 from torchrepro_lint.project.interpreter.recordings import CallbackRun, ImportWalk
 from torchrepro_lint.project.interpreter.states import (
@@ -172,6 +172,31 @@ class Interpreter:
         outer, self.raised = self.raised, []
         try:
             normal, returned = self.block(statements, states, frame)
+            raised = self.raised
+        finally:
+            self.raised = outer
+        return normal, returned, bounded(raised)
+
+    def caught_after_prefix(self, statements, states: list[PathState], frame: Frame, symbol: Symbol, length: int, site):
+        """`caught(statements, ...)`, with up to the first `length` statements run as a kept
+        prefix (kept_calls.kept_prefix): replayed, with the bindings they leave, where the last
+        run of the same first statements from the same bindings and paths still holds. The two blocks walk
+        the statements one after the other as one block would (its early end when no path is
+        left, or when the step bound is reached, carries over to the second)."""
+        outer, self.raised = self.raised, []
+        try:
+            first = statements[:length]
+            key = prefix_key(self, symbol, frame, site, states, first)
+
+            def run():
+                walked, returned = self.block(first, states, frame)
+                return walked, returned, tuple(frame.env.items())
+
+            kept, covered = kept_prefix(self, key, run)
+            frame.env.clear()
+            frame.env.update(kept.env_after)
+            normal, returned = self.block(statements[covered:], list(kept.states), frame)
+            returned = [*kept.returned, *returned]
             raised = self.raised
         finally:
             self.raised = outer
@@ -484,13 +509,22 @@ class Interpreter:
             # (`main()` under the guard; `train_one_epoch()` called from `main()`)
             called = call_key(self, symbol, callee_frame, (frame.module, ref), states)
             return kept_call(self, called, lambda: self.run_call(key, symbol.function, states, callee_frame))
-        return self.run_call(key, function, states, callee_frame)
+        prefix = None
+        if ref is not None and symbol.module is self.entry:
+            length = prefix_to_keep(self, frame, symbol)
+            if length:  # (`main()` being edited: its statements above the edit are kept)
+                prefix = (symbol, length, (frame.module, ref))
+        return self.run_call(key, function, states, callee_frame, prefix)
 
-    def run_call(self, key, function: ir.FunctionIR, states, callee_frame: Frame):
-        """Walk `function`'s body for a call `invoke` has bound (`key`: its place on the stack)."""
+    def run_call(self, key, function: ir.FunctionIR, states, callee_frame: Frame, prefix=None):
+        """Walk `function`'s body for a call `invoke` has bound (`key`: its place on the stack).
+        `prefix`: (its symbol, how many first statements to keep, the call's site)."""
         self.stack.append(key)
         try:
-            normal, returned, raised = self.caught(function.body, states, callee_frame)
+            if prefix is None:
+                normal, returned, raised = self.caught(function.body, states, callee_frame)
+            else:
+                normal, returned, raised = self.caught_after_prefix(function.body, states, callee_frame, *prefix)
         finally:
             self.stack.pop()
         if not normal and not returned:
