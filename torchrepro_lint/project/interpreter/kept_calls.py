@@ -198,7 +198,9 @@ def kept_prefix(interpreter: Interpreter, key: CallKey, run) -> tuple[CallRun, i
     if best is None or covered + PREFIX_KEPT_FROM <= len(statements):
         best, covered = _record(interpreter, key, run, prefix=True), len(statements)
         if not best.facts.truncated:
-            runs[:] = [kept for kept in runs if _prefix_statements(kept.key) is None or replace(kept.key, env=key.env) != key]
+            runs[:] = [  # (the call's older prefix: this one takes its place)
+                kept for kept in runs if _prefix_statements(kept.key) is None or replace(kept.key, env=key.env) != key
+            ]
             if len(runs) < WALKS_KEPT:
                 runs.append(best)
     best.replay(interpreter)
@@ -262,7 +264,9 @@ def prefix_to_keep(interpreter: Interpreter, frame: Frame, callee: Symbol) -> in
     return same if same >= PREFIX_KEPT_FROM else 0
 
 
-def prefix_key(interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states, statements: tuple) -> CallKey:
+def prefix_key(
+    interpreter: Interpreter, callee: Symbol, callee_frame: Frame, anchor, states, statements: tuple
+) -> CallKey:
     """The key of the first `statements` of `callee` run from its frame's bindings on entry:
     a call's, with the statements among its bindings (a recording replays only where they are
     the same code at the same refs)."""

@@ -180,9 +180,9 @@ class Interpreter:
     def caught_after_prefix(self, statements, states: list[PathState], frame: Frame, symbol: Symbol, length: int, site):
         """`caught(statements, ...)`, with up to the first `length` statements run as a kept
         prefix (kept_calls.kept_prefix): replayed, with the bindings they leave, where the last
-        run of the same first statements from the same bindings and paths still holds. The two blocks walk
-        the statements one after the other as one block would (its early end when no path is
-        left, or when the step bound is reached, carries over to the second)."""
+        run of the same first statements from the same bindings and paths still holds. The two
+        blocks walk the statements one after the other as one block would (its early end when
+        no path is left, or when the step bound is reached, carries over to the second)."""
         outer, self.raised = self.raised, []
         try:
             first = statements[:length]
