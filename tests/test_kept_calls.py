@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from session_checks import analysed_like_fresh
 
 import torchrepro_lint.project.interpreter.inert as inert
 import torchrepro_lint.project.interpreter.kept_calls as kept_calls
@@ -85,15 +86,7 @@ def _project(tmp_path: Path, files: dict[str, str]):
     return session, paths
 
 
-def _analysed(root: Path, session):
-    """The session's findings, which must be what a new session with the same buffers finds.
-    (A new session's only analysis keeps nothing: `recorded` counts the session's own.)"""
-    found = session.analyse().findings
-    fresh = Workspace(root, persistent=False)
-    for buffer, text in session.buffers.items():
-        fresh.open(buffer, text)
-    assert found == fresh.sessions[session.root].analyse().findings
-    return found
+_analysed = analysed_like_fresh  # (`recorded` counts the session's own analyses)
 
 
 def _codes(found) -> list[tuple[str, str]]:

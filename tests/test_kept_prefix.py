@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+from session_checks import analysed_like_fresh
 
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.interpreter import kept_calls
@@ -86,13 +87,17 @@ def _session(tmp_path: Path, files: dict | None = None):
     return session, paths["train.py"]
 
 
-def _analysed(root: Path, session):
-    found = session.analyse().findings
-    fresh = Workspace(root, persistent=False)
-    for buffer, text in session.buffers.items():
-        fresh.open(buffer, text)
-    assert found == fresh.sessions[session.root].analyse().findings
-    return found
+_analysed = analysed_like_fresh
+
+
+def _typed_once(tmp_path: Path, line: str):
+    """A session whose main() was analysed, then edited once at `# EDIT HERE` (`line`)."""
+    session, train = _session(tmp_path)
+    session.analyse()
+    text = _typed(MAIN, line)
+    session.buffers[train] = text
+    _analysed(tmp_path, session)
+    return session, train, text
 
 
 @pytest.fixture
@@ -141,11 +146,7 @@ def test_the_statements_above_an_edit_of_main_are_recorded_once_then_replayed(tm
 
 def test_an_edit_above_the_kept_statements_records_a_shorter_prefix(tmp_path, prefixes):
     counts, lengths = prefixes
-    session, train = _session(tmp_path)
-    session.analyse()
-    text = _typed(MAIN, "torch.randn(1)")
-    session.buffers[train] = text
-    _analysed(tmp_path, session)
+    session, train, text = _typed_once(tmp_path, "torch.randn(1)")
     counts.append([0, 0])
     text = text.replace("    workers = 4\n", "    workers = 4\n    torch.randn(2)\n")  # above all but 3
     session.buffers[train] = text
@@ -188,11 +189,7 @@ def test_a_prefix_kept_before_an_edit_above_it_is_not_replayed_after(tmp_path, p
     # it among the recordings; a later edit below must not replay it: its statements are old
     # (they do not claim determinism, which the edit near the top added).
     counts, _ = prefixes
-    session, train = _session(tmp_path)
-    session.analyse()
-    text = _typed(MAIN, "torch.randn(1)")
-    session.buffers[train] = text
-    _analysed(tmp_path, session)
+    session, train, text = _typed_once(tmp_path, "torch.randn(1)")
     text = text.replace("    args = parser.parse_args()\n", "    args = parser.parse_args()\n    torch.use_deterministic_algorithms(True)\n")
     session.buffers[train] = text
     assert "TRP201" in {f.code for f in _analysed(tmp_path, session)[train]}
