@@ -369,6 +369,12 @@ class ProjectIndex:
     # a word asked again is looked for only in the modules that are new objects (the edited one).
     mentioning_before: dict | None = field(default=None, repr=False)
     _reusable_ids: set | None = field(default=None, repr=False)
+    # The previous run's modules_imported answers (imports_kept), over `reusable`'s modules:
+    # an import statement of a module that is the same object is not resolved again.
+    imports_before: tuple | None = field(default=None, repr=False)
+    _imports_carried: dict | None = field(default=None, repr=False)  # its answers, once found valid
+    _import_reads: dict = field(default_factory=dict, repr=False)  # key -> reads, for imports_kept
+    _paths_resolved_in: frozenset | None = field(default=None, repr=False)  # the files at the first import
 
     def __post_init__(self) -> None:
         _forget_directories(self.absent)
@@ -489,6 +495,7 @@ class ProjectIndex:
         self.inert_before = {}
         self._resolved.clear()
         self._imported.clear()
+        self._imports_carried = None
         self._mentioning.clear()
         self._files_named.clear()
 
@@ -588,13 +595,71 @@ class ProjectIndex:
             for path in found[1]:  # as module_named does on each call
                 note_read("content", path)
             return found[0]
+        carried = self._carried_import(key, importer)
+        if carried is not None:
+            return carried
         with record() as reads:
             modules = [self.module_named(name, importer) for name in names]
         for kind, read in reads:
             note_read(kind, read)
         broken = tuple(sorted(path for kind, path in reads if kind == "content" and path in self.load_errors))
         found = self._imported[key] = (tuple(dict.fromkeys(m for m in modules if m is not None)), broken)
+        if self.lives_on:
+            self._import_reads[key] = (importer, tuple(reads))
         return found[0]
+
+    def imports_kept(self) -> tuple | None:
+        """This run's modules_imported answers, for the next run of a long-lived process
+        (`imports_before`): valid there while no file may have come or gone (the same `absent`
+        set), the project has the same files and the same ones fail to load."""
+        if not self.lives_on or self.absent is None:
+            return None
+        answers = {
+            key: (importer, tuple(m.path for m in self._imported[key][0]), self._imported[key][1], reads)
+            for key, (importer, reads) in self._import_reads.items()
+            if key in self._imported
+        }
+        paths = self._paths_resolved_in if self._paths_resolved_in is not None else frozenset(self.modules)
+        return (self.absent, paths, frozenset(self.load_errors), answers)
+
+    def _carried_import(self, key: tuple, importer: ProjectModule) -> tuple | None:
+        """The previous run's answer for this import statement, on this run's modules, with the
+        reads its resolution made; None where it has none that holds. (Resolution depends only
+        on which files exist and which fail to load: an answer found in the run before holds
+        while neither changed. About 300 import statements an edit of a timm model file.)"""
+        carried = self._imports_carried
+        if carried is None:
+            carried = self._imports_carried = self._valid_imports_before()
+        found = carried.get(key)
+        if found is None or found[0] is not importer:
+            return None
+        _, paths, broken, reads = found
+        modules = []
+        for path in paths:
+            module = self.modules.get(path)
+            if module is None:
+                return None  # (not loaded yet in this run: resolved the usual way)
+            modules.append(module)
+        for kind, read in reads:
+            note_read(kind, read)
+        self._imported[key] = (tuple(modules), broken)
+        self._import_reads[key] = (importer, reads)
+        return self._imported[key][0]
+
+    def _valid_imports_before(self) -> dict:
+        """The previous run's answers where the files are the same: asked at the first import a
+        program walks (every linted file is indexed by then), and again after a module was
+        loaded from disk (ProjectIndex._forget_resolution), which ends the carrying."""
+        paths = frozenset(self.modules)
+        if self._paths_resolved_in is None:
+            self._paths_resolved_in = paths
+        before = self.imports_before
+        if before is None or self.absent is None or before[0] is not self.absent:
+            return {}
+        _, paths_then, load_errors, answers = before
+        if paths_then != paths or load_errors != frozenset(self.load_errors):
+            return {}
+        return answers
 
     def _find_module(self, dotted_name: str, importer: ProjectModule) -> tuple[ProjectModule | None, tuple]:
         """(the module, the candidate files passed over because they do not load)."""

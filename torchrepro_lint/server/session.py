@@ -80,6 +80,7 @@ class ProjectSession:
         self._modules: dict = {}  # the last analysis's modules, reused where unchanged
         self._recorded: tuple | None = None  # and its interpreter recordings (ProjectIndex.adopt_recordings)
         self._mentioning: dict | None = None  # and its modules_mentioning answers
+        self._imports: tuple | None = None  # and its modules_imported answers (ProjectIndex.imports_kept)
 
     # -- configuration and files ------------------------------------------------------------
     def config(self) -> Config:
@@ -99,6 +100,7 @@ class ProjectSession:
                 self._modules = {}
                 self._recorded = None
                 self._mentioning = None
+                self._imports = None
                 self.cache = MemoryCache(self._disk_cache(config))
         return self._config[1]
 
@@ -186,7 +188,10 @@ class ProjectSession:
 
         def make_index(root, helpers):
             indexes.append(
-                ProjectIndex(root, helpers, absent=absent, reusable=reusable, recorded_before=self._recorded, mentioning_before=self._mentioning)
+                ProjectIndex(
+                    root, helpers, absent=absent, reusable=reusable, recorded_before=self._recorded,
+                    mentioning_before=self._mentioning, imports_before=self._imports,
+                )
             )
             return indexes[-1]
 
@@ -195,6 +200,7 @@ class ProjectSession:
         self._modules = indexes[-1].modules if indexes else {}
         self._recorded = indexes[-1].recorded if indexes else None
         self._mentioning = indexes[-1]._mentioning if indexes else None
+        self._imports = indexes[-1].imports_kept() if indexes else None
         self.cache.end_run()
         for path, source in edited.items():  # the next edit parses only what it touches
             if source.parsed is not None:
