@@ -154,17 +154,23 @@ def test_a_cached_quote_of_a_site_the_edited_module_no_longer_has_is_a_change_no
 def test_values_found_in_a_run_are_checked_in_the_next_as_a_result_that_matched():
     # A program run again on every edit stores values found now: the next run asks only what is
     # not one module's, and the reads of the module that changed, that one first.
+    values = [(("ir", "a"), "A"), (("content", "b"), "B"), (("programs", "*"), "P")]
+    second, project = _found_then_b_changed(values)
+    asked: list = []
+    now = {("ir", "a"): "A", ("content", "b"): "B2", ("programs", "*"): "P"}
+    assert not second.all_match(values, lambda read: asked.append(read) or now[read], project)
+    assert asked == [("content", "b")]
+
+
+def _found_then_b_changed(values):
+    """(the next run's ReadValues, its project) after a run over modules a and b that found
+    `values` (ReadValues.found_now); in the next run a is the same module, b another one."""
     absent = set()
     a, b = _module("a\n"), _module("b\n")
-    values = [(("ir", "a"), "A"), (("content", "b"), "B"), (("programs", "*"), "P")]
     first = ReadValues()
     first.basis(_project({"a": a, "b": b}, absent))
     first.found_now(values)
-    asked: list = []
-    now = {("ir", "a"): "A", ("content", "b"): "B2", ("programs", "*"): "P"}
-    second = ReadValues(first.carried())
-    assert not second.all_match(values, lambda read: asked.append(read) or now[read], _project({"a": a, "b": _module("b2\n")}, absent))
-    assert asked == [("content", "b")]
+    return ReadValues(first.carried()), _project({"a": a, "b": _module("b2\n")}, absent)
 
 
 def test_a_value_found_in_the_run_is_given_again_only_for_a_read_of_one_module():
@@ -207,16 +213,10 @@ def test_a_recording_holds_across_an_edit_that_only_shifted_the_functions_it_rea
 
 
 def test_a_program_run_again_with_the_same_reads_asks_only_the_values_of_what_changed():
-    absent = set()
-    a, b = _module("a\n"), _module("b\n")
     values = [(("ir", "a"), "A"), (("content", "b"), "B"), (("mentions", "seed"), "M")]
-    first = ReadValues()
-    first.basis(_project({"a": a, "b": b}, absent))
-    first.found_now(values)
+    second, project = _found_then_b_changed(values)
     asked: list = []
     now = {("ir", "a"): "A2", ("content", "b"): "B2", ("mentions", "seed"): "M2"}
-    second = ReadValues(first.carried())
-    project = _project({"a": a, "b": _module("b2\n")}, absent)
     again = second.found_again(values, lambda read: asked.append(read) or now[read], project)
     # a is the same module: its value is the last run's (not asked); b changed; mentions asked
     assert sorted(again) == sorted([(("ir", "a"), "A"), (("content", "b"), "B2"), (("mentions", "seed"), "M2")])
