@@ -19,6 +19,7 @@ from torchrepro_lint.server.convert import diagnostic, from_position, physical_l
 from torchrepro_lint.server.memory_cache import MemoryCache  # noqa: E402
 from torchrepro_lint.server.notebook_sync import CODE, MARKDOWN, RAW, Cell, CellEdits, OpenNotebooks, cell_kind, replacement  # noqa: E402
 from torchrepro_lint.server.session import Workspace  # noqa: E402
+from session_checks import fresh_findings  # noqa: E402
 from torchrepro_lint.fixes.apply import edit_text  # noqa: E402
 
 UTF16, UTF8, UTF32 = types.PositionEncodingKind.Utf16, types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf32
@@ -201,7 +202,7 @@ def test_an_edit_digests_only_the_ir_parts_it_changed_and_closing_the_buffer_for
     found = session.analyse().findings
     assert 1 <= len(digested) <= 3, digested  # the edited function, the whole (and a part read), not all 6 functions
     monkeypatch.undo()
-    assert found == _fresh_findings(tmp_path, session)
+    assert found == fresh_findings(tmp_path, session)
     workspace.close(train)
     assert train not in session.cache.ir_digest_parts
 
@@ -366,14 +367,6 @@ def test_an_edit_in_a_function_parses_that_function_only_and_finds_what_a_fresh_
     assert fresh.analyse().findings == session.analyse().findings
 
 
-def _fresh_findings(root: Path, session):
-    """What a new session with the same buffers finds: what the kept session must find."""
-    fresh = Workspace(root, persistent=False)
-    for buffer, text in session.buffers.items():
-        fresh.open(buffer, text)
-    return fresh.sessions[session.root].analyse().findings
-
-
 UPSAMPLE = """import torch.nn.functional as F
 
 
@@ -410,7 +403,7 @@ def test_results_that_read_another_module_follow_its_edits_as_a_fresh_session_do
     for path, text in [(train, TRAIN_WITHOUT_GRAD), *steps]:
         session.buffers[path] = text
         found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        assert found == fresh_findings(tmp_path, session)
         seen.append(("models.py", "TRP401") in [(p.name, f.code) for p, fs in found.items() for f in fs])
     assert seen == [False, True, True, True, False, True]
 
@@ -468,7 +461,7 @@ def test_an_import_walk_is_replayed_from_the_last_analysis_only_while_the_import
     for path, text in [(train, IMPORTS_IT_FIRST), *steps]:
         session.buffers[path] = text
         found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        assert found == fresh_findings(tmp_path, session)
         seen.append([f.code for f in found.get(lib, [])])
     assert seen == [["TRP201"], ["TRP201"], [], [], ["TRP201"], ["TRP201"]]
     assert session._recorded is not None and any(session._recorded[0].values())  # walks were kept
@@ -562,7 +555,7 @@ def test_an_edit_in_a_function_re_runs_only_the_programs_that_ran_it(tmp_path: P
     for path, text, interpreted in steps:
         session.buffers[path] = text
         found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        assert found == fresh_findings(tmp_path, session)
         assert _interpreted(session) == interpreted, text
         seen.append([f.code for f in found.get(train, [])])
     assert seen == [[], [], [], ["TRP101"], ["TRP101"], []]
@@ -595,7 +588,7 @@ def test_a_kept_inert_import_answer_counts_what_it_read_for_every_program_that_t
     for text in (plain.replace("return 1", "torch.manual_seed(0)"), plain):
         session.buffers[helpers] = text
         found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        assert found == fresh_findings(tmp_path, session)
         assert _interpreted(session) == 2
         seen.append(sorted(f.code for script in scripts for f in found.get(script, [])))
     assert seen == [[], ["TRP101", "TRP101"]]
@@ -634,7 +627,7 @@ def test_refs_shifted_by_an_edit_above_re_run_the_programs_that_walked_the_funct
     for text, interpreted in ((shift_pure, 0), (shift_both, 1), (LIB_IN_ORDER, 1)):
         session.buffers[lib] = text
         found = session.analyse().findings
-        assert found == _fresh_findings(tmp_path, session)
+        assert found == fresh_findings(tmp_path, session)
         assert _interpreted(session) == interpreted
         assert found.get(train, []) == []
 
