@@ -219,7 +219,7 @@ class _Matcher:
             result, unknown = self._evaluate(call, entry, api)
             if result is True:
                 by_rule.setdefault(entry.rule, []).append((entry, api, self._last_evidence))
-            elif result is None and unknown and all(p.name == "input_ndim" and p.test == "in" for p in unknown):
+            elif result is None and unknown and all(map(_ndim_choice, unknown)):
                 ndim_only.setdefault(entry.rule, []).append((entry, api, frozenset(v for p in unknown for v in p.value)))
         valid = VALID_NDIMS.get(call.api_name)
         if valid:
@@ -236,7 +236,11 @@ class _Matcher:
 
     def _evaluate(self, call: ApiCall, entry: OpEntry, api: ApiRecord):
         """(True, []) when the entry is shown to apply, (False, []) when shown not to, else
-        (None, the predicates that stayed unknown). Cheap argument tests run first."""
+        (None, the predicates that stayed unknown). Cheap argument tests run first.
+
+        An unknown that no number of dims can settle (`padding_mode` that `**kwargs` may pass)
+        ends it there: the entry cannot match (`_match_once` takes only True, or unknowns that
+        are all `input_ndim`), so the costly context predicates after it are not asked."""
         self._last_evidence = ""
         evidence = ""
         unknown: list[Predicate] = []
@@ -256,6 +260,8 @@ class _Matcher:
                 return False, []
             if value is None:
                 unknown.append(predicate)
+                if not _ndim_choice(predicate):
+                    return None, unknown
         device = self._device_ok(call, entry)
         if device is False:
             return False, []
@@ -438,6 +444,11 @@ class _Matcher:
         lead = lead if 0 < len(lead) <= 30 and not any(item.startswith(lead) for item in shown) else ""
         parts = ([lead] if lead else []) + ["..."] + shown
         return f"{callee}({', '.join(parts)})"
+
+
+def _ndim_choice(p: Predicate) -> bool:
+    """An `input_ndim in (...)` test: unknown ones of a rule's entries may together cover every case."""
+    return p.name == "input_ndim" and p.test == "in"
 
 
 def _ndim_test(found, p: Predicate) -> bool | None:
