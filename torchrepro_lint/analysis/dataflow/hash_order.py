@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.analysis.dataflow.core import flow
-from torchrepro_lint.analysis.dataflow.elements import SET_OPERATORS, Elements
+from torchrepro_lint.analysis.dataflow.elements import SET_CALLS, SET_OPERATORS, Elements
 from torchrepro_lint.analysis.dataflow.order_flow import HAZARD, UNKNOWN, OrderFlow, Verdict
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.syntax import method_name
@@ -18,6 +18,10 @@ _SET_PRESERVING_METHODS = frozenset({"union", "intersection", "difference", "sym
 
 def set_sources(index: ModuleIndex, elements: Elements):
     """Set-valued expressions that are not part of a bigger set expression, in source order."""
+    if not (index.nodes_of(cst.Set) or index.nodes_of(cst.SetComp) or index.calls_to(*SET_CALLS)):
+        # Every set value starts as one of these (Elements.is_set bottoms out there): without
+        # one, no `.copy()` or `|` is asked about, whose names would each need the dataflow.
+        return
     data = flow(index)
     for node in index.nodes_of(cst.Set, cst.SetComp, cst.Call, cst.BinaryOperation):
         kind = type(node)
