@@ -15,7 +15,8 @@ from lsprotocol import types  # noqa: E402
 from torchrepro_lint import notebooks  # noqa: E402
 from torchrepro_lint.findings import Edit, Finding, Fix, Severity  # noqa: E402
 from torchrepro_lint.server.actions import fix_all, noqa_edit  # noqa: E402
-from torchrepro_lint.server.convert import diagnostic, from_position, physical_lines, to_position  # noqa: E402
+from torchrepro_lint.pipeline.source import line_texts  # noqa: E402
+from torchrepro_lint.server.convert import diagnostic, from_position, to_position  # noqa: E402
 from torchrepro_lint.server.memory_cache import MemoryCache  # noqa: E402
 from torchrepro_lint.server.notebook_sync import CODE, MARKDOWN, RAW, Cell, CellEdits, OpenNotebooks, cell_kind, replacement  # noqa: E402
 from torchrepro_lint.server.session import Workspace  # noqa: E402
@@ -33,7 +34,7 @@ def _in_the_workspace(tmp_path, monkeypatch):
 
 
 def test_columns_count_utf16_code_units_after_astral_characters():
-    lines = physical_lines('s = "\U0001F600é"; torch.manual_seed(0)\r\nnext\rlast')
+    lines = line_texts('s = "\U0001F600é"; torch.manual_seed(0)\r\nnext\rlast')
     assert lines == ['s = "\U0001F600é"; torch.manual_seed(0)', "next", "last"]
     column = lines[0].index("torch") + 1  # ours: 1-based code points
     assert to_position(lines, 1, column, UTF16) == types.Position(0, column - 1 + 1)  # the emoji is two units
@@ -311,7 +312,7 @@ def test_findings_land_in_their_cells_with_utf16_columns(tmp_path: Path):
     found = session.analyse().findings[path]
     (trp201,) = notebook.findings_in(cells[2], [f for f in found if f.code == "TRP201"])
     assert (trp201.cell, trp201.row) == (3, 2)
-    result = diagnostic(trp201, physical_lines(cells[2].text), UTF16, tmp_path, path)
+    result = diagnostic(trp201, line_texts(cells[2].text), UTF16, tmp_path, path)
     line = cells[2].text.splitlines()[1]
     assert result.range.start == types.Position(1, line.index("torch") + 1)  # the emoji is two units
     assert notebook.findings_in(cells[0], [trp201]) == []

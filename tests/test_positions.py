@@ -1,13 +1,14 @@
 """Spans from the statement-level fast path must equal LibCST's whole-module positions."""
 
 import ast
+import re
 
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.pipeline.positions import StatementSpans, _span
-from torchrepro_lint.pipeline.source import SourceFile
+from torchrepro_lint.pipeline.source import SourceFile, line_texts
 
 TRICKY = {
     "nested blocks": '''
@@ -118,3 +119,12 @@ def test_a_source_compiles_only_the_statement_whose_block_holds_a_finding():
     assert source.span(calls["torch.randn"]) == _span(whole[calls["torch.randn"]], 0) == (18, 29, 18, 43)
     assert set(source._spans.top._compiled) == {3}  # the class around the call, alone
     assert source.syntax_tree is None and source._spans._whole is None  # placed by the fast path
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a = 1\nb = 2\n", "a = 1\r\nb = 2\r\n", "a\rb\nc\r\n", "x = 1\x0c\ny = 2", "", "\n\n", "no newline"],
+)
+def test_line_texts_break_where_python_does(text):
+    expected = re.split(r"\r\n|\r|\n", text)  # not at form feeds, unlike str.splitlines
+    assert line_texts(text) == expected

@@ -20,12 +20,13 @@ pruned copy); anything unexpected falls back to LibCST's positions for the whole
 from __future__ import annotations
 
 import ast
-import re
 from array import array
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchrepro_lint.pipeline.source import line_texts
 
 # LibCST compound statements whose indented body we follow, and the CPython types they match.
 _BLOCKS: dict[type, tuple[type, ...]] = {
@@ -125,7 +126,7 @@ class StatementSpans:
         pruned = self.module.with_changes(body=[child])
         positions = MetadataWrapper(pruned, unsafe_skip_copy=True).resolve(PositionProvider)
         row = positions[statement].start.line
-        if _physical_lines(pruned.code)[row - 1] != self._text_lines()[first_line - 1]:
+        if line_texts(pruned.code)[row - 1] != self._text_lines()[first_line - 1]:
             raise _Unmapped
         offset = first_line - row
         self._pruned[id(statement)] = (statement, positions, offset)
@@ -133,7 +134,7 @@ class StatementSpans:
 
     def _text_lines(self) -> list[str]:
         if self._lines is None:
-            self._lines = _physical_lines(self.text)
+            self._lines = line_texts(self.text)
         return self._lines
 
 
@@ -248,11 +249,6 @@ def _ast_index(cst_body, statement) -> int:
 def _first_line(statement: ast.stmt) -> int:
     decorators = getattr(statement, "decorator_list", None)
     return min(d.lineno for d in decorators) if decorators else statement.lineno
-
-
-def _physical_lines(text: str) -> list[str]:
-    # Python's own line breaks; str.splitlines also breaks at form feeds and other separators.
-    return re.split(r"\r\n|\r|\n", text)
 
 
 def _span(rng, offset: int) -> Span:

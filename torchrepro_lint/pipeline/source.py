@@ -85,6 +85,16 @@ def physical_lines(text: str) -> list[str]:
     return _PHYSICAL_LINE.findall(text)
 
 
+def line_texts(text: str) -> list[str]:
+    """The lines of `text` without their endings, broken where Python breaks them (not at form
+    feeds, as str.splitlines does). Without a carriage return, str.split: a tenth of the time
+    of the regular expression on a model file."""
+    return text.split("\n") if "\r" not in text else _LINE_BREAK.split(text)
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
 PARSES = [0]  # LibCST parses in this process (reported by --statistics)
 
 ALL_CODES = ()  # marker: a bare noqa suppresses every code

@@ -17,7 +17,8 @@ from typing import Protocol
 from lsprotocol import types
 
 from torchrepro_lint.findings import Edit, Finding
-from torchrepro_lint.server.convert import physical_lines, text_edit, to_range
+from torchrepro_lint.pipeline.source import line_texts
+from torchrepro_lint.server.convert import text_edit, to_range
 from torchrepro_lint.fixes.noqa import edit_for_row
 
 FIX_ALL = "source.fixAll.torchrepro-lint"
@@ -38,7 +39,7 @@ class PythonFile:
 
     def __init__(self, uri: str, text: str, encoding: str) -> None:
         self.uri, self.text, self.encoding = uri, text, encoding
-        self.lines = physical_lines(text)
+        self.lines = line_texts(text)
 
     def fix_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
         if finding.fix.cell is not None:

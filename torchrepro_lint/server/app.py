@@ -33,7 +33,8 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.notebooks import is_notebook
 from torchrepro_lint.server import notebook_sync
 from torchrepro_lint.server.actions import FIX_ALL, PythonFile, code_actions
-from torchrepro_lint.server.convert import diagnostic, from_position, physical_lines
+from torchrepro_lint.pipeline.source import line_texts
+from torchrepro_lint.server.convert import diagnostic, from_position
 from torchrepro_lint.server.hover import hover
 from torchrepro_lint.server.session import ProjectSession, Workspace
 
@@ -123,7 +124,7 @@ class TorchReproServer(LanguageServer):
             if converted is not None and converted[0] is text and converted[1] == found:
                 diagnostics = converted[2]  # most open files: same text, same findings
             else:
-                lines = physical_lines(text)
+                lines = line_texts(text)
                 diagnostics = [diagnostic(f, lines, self.encoding, session.cwd, path) for f in found]
                 self._converted[uri] = (text, found, diagnostics)
             if uri in edited or self.published.get(uri) != diagnostics:
@@ -136,7 +137,7 @@ class TorchReproServer(LanguageServer):
     def publish_cells(self, session: ProjectSession, notebook, found: list[Finding], edited: Collection[str]) -> None:
         """Each code cell's diagnostics, at the cell's URI, where they changed."""
         for cell in notebook.code_cells:
-            lines = physical_lines(cell.text)
+            lines = line_texts(cell.text)
             in_cell = notebook.findings_in(cell, found)
             diagnostics = [diagnostic(f, lines, self.encoding, session.cwd, notebook.path) for f in in_cell]
             if notebook.uri in edited or cell.uri in edited or self.published.get(cell.uri) != diagnostics:
@@ -276,7 +277,7 @@ def build(persistent: bool = True) -> TorchReproServer:
                 return []
             path = ls.path_of(uri)
             document = PythonFile(uri, text, ls.encoding)
-        lines = physical_lines(text)
+        lines = line_texts(text)
         rows = (
             from_position(lines, params.range.start, ls.encoding)[0],
             from_position(lines, params.range.end, ls.encoding)[0],
@@ -297,7 +298,7 @@ def build(persistent: bool = True) -> TorchReproServer:
             session, findings, text = ls.findings_at(params.text_document.uri)
             if session is None:
                 return None
-        row, column = from_position(physical_lines(text), params.position, ls.encoding)
+        row, column = from_position(line_texts(text), params.position, ls.encoding)
         return hover(findings, row, column)
 
     @server.feature(types.INITIALIZED)

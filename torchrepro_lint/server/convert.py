@@ -26,10 +26,6 @@ SEVERITIES = {
 _QUOTED = re.compile(r"(?P<path>[^\s`'\"(),]+\.py):(?P<row>\d+)")
 
 
-def physical_lines(text: str) -> list[str]:
-    return re.split(r"\r\n|\r|\n", text)
-
-
 def units(text: str, encoding: str) -> int:
     """Length of `text` in code units of a position encoding ("utf-16", "utf-8", "utf-32")."""
     if encoding == types.PositionEncodingKind.Utf32:

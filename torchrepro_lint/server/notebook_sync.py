@@ -34,7 +34,8 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.fixes.noqa import add_to_notebook
 from torchrepro_lint.pipeline.source import SourceError, read_source
 from torchrepro_lint.server.actions import safe_fixes
-from torchrepro_lint.server.convert import physical_lines, to_position
+from torchrepro_lint.pipeline.source import line_texts
+from torchrepro_lint.server.convert import to_position
 
 CODE, MARKDOWN, RAW = "code", "markdown", "raw"  # nbformat's cell types
 
@@ -228,11 +229,11 @@ def replacement(old: str, new: str, encoding: str) -> types.TextEdit:
         start -= 1
     if 0 < old_end < len(old) and old[old_end - 1] == "\r" and old[old_end] == "\n":
         end, old_end = end - 1, old_end + 1
-    lines = physical_lines(old)
+    lines = line_texts(old)
     span = types.Range(start=_position(old, start, lines, encoding), end=_position(old, old_end, lines, encoding))
     return types.TextEdit(range=span, new_text=new[start : len(new) - end])
 
 
 def _position(text: str, offset: int, lines: list[str], encoding: str) -> types.Position:
-    before = physical_lines(text[:offset])
+    before = line_texts(text[:offset])
     return to_position(lines, len(before), len(before[-1]) + 1, encoding)

@@ -426,11 +426,11 @@ def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
         )
         return CallRun(
             moved_key, [moved.state(s) for s in kept.states], [moved.state(s) for s in kept.raised],
-            moved.facts(kept.facts), kept.steps, frozenset(map(moved.module, kept.looked_up)),
-            frozenset(map(moved.module, kept.imported_then)), frozenset(map(moved.module, kept.imported)),
+            moved.facts(kept.facts), kept.steps, moved.modules_in(kept.looked_up),
+            moved.modules_in(kept.imported_then), moved.modules_in(kept.imported),
             {(moved.module(module), path): found for (module, path), found in kept.effectful.items()},
             {(id(moved.module(s.module)), path): moved.symbol(s) for (_, path), s in kept.callbacks.items()},
-            kept.reads, frozenset(map(moved.module, kept.modules)),
+            kept.reads, moved.modules_in(kept.modules),
             returned=[moved.state(s) for s in kept.returned], env_after=kept.env_after,
         )
     except Gone:
