@@ -21,4 +21,16 @@ def analysed_like_fresh(root: Path, session):
     (A new session's only analysis keeps nothing: what is counted is the session's own.)"""
     found = session.analyse().findings
     assert found == fresh_findings(root, session)
+    kept_calls_on_current_modules(session)
     return found
+
+
+def kept_calls_on_current_modules(session) -> None:
+    """Every call kept for the next analysis points at this analysis's module objects
+    (kept_calls._moved puts the previous analysis's recordings on them)."""
+    current = session._modules
+    for runs in (session._recorded[2] if session._recorded is not None else {}).values():
+        for run in runs:
+            named = (*run.looked_up, *run.imported_then, *run.imported, *run.modules, *(m for m, _ in run.effectful))
+            for module in (run.key.callee.module, *named):
+                assert current.get(module.path) is module, module.path
