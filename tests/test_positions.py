@@ -7,7 +7,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
-from torchrepro_lint.pipeline.positions import StatementSpans, _span
+from torchrepro_lint.pipeline.positions import StatementSpans, _span, code_ranges
 from torchrepro_lint.pipeline.source import SourceFile, line_texts
 
 TRICKY = {
@@ -128,3 +128,12 @@ def test_a_source_compiles_only_the_statement_whose_block_holds_a_finding():
 def test_line_texts_break_where_python_does(text):
     expected = re.split(r"\r\n|\r|\n", text)  # not at form feeds, unlike str.splitlines
     assert line_texts(text) == expected
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_code_ranges_are_the_wrapper_s_positions(name):
+    module = SourceFile(__import__("pathlib").Path(f"{name}.py"), TRICKY[name]).module
+    wrapped = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    ranges = code_ranges(module)
+    assert len(ranges) == len(wrapped)
+    assert all(ranges[node] == wrapped[node] for node in wrapped)
