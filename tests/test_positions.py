@@ -8,7 +8,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.pipeline.positions import StatementSpans, _span, code_ranges
-from torchrepro_lint.pipeline.source import SourceFile, line_texts
+from torchrepro_lint.pipeline.source import SourceFile, line_texts, physical_lines
 
 TRICKY = {
     "nested blocks": '''
@@ -125,9 +125,12 @@ def test_a_source_compiles_only_the_statement_whose_block_holds_a_finding():
     "text",
     ["a = 1\nb = 2\n", "a = 1\r\nb = 2\r\n", "a\rb\nc\r\n", "x = 1\x0c\ny = 2", "", "\n\n", "no newline"],
 )
-def test_line_texts_break_where_python_does(text):
+def test_lines_break_where_python_does(text):
     expected = re.split(r"\r\n|\r|\n", text)  # not at form feeds, unlike str.splitlines
     assert line_texts(text) == expected
+    with_endings = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+", text)
+    assert physical_lines(text) == with_endings
+    assert "".join(physical_lines(text)) == text
 
 
 @pytest.mark.parametrize("name", sorted(TRICKY))

@@ -81,8 +81,16 @@ _PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 
 
 def physical_lines(text: str) -> list[str]:
-    """The lines of `text`, each with its ending, broken where Python breaks them."""
-    return _PHYSICAL_LINE.findall(text)
+    """The lines of `text`, each with its ending, broken where Python breaks them. (Without a
+    carriage return, from str.split: a quarter of the regular expression's time on a model
+    file, which the language server splits on every edit.)"""
+    if "\r" in text:
+        return _PHYSICAL_LINE.findall(text)
+    lines = [line + "\n" for line in text.split("\n")]
+    last = lines.pop()  # what follows the last line break: a line without one, or nothing
+    if last != "\n":
+        lines.append(last[:-1])
+    return lines
 
 
 def line_texts(text: str) -> list[str]:
