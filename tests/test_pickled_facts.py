@@ -10,6 +10,7 @@ import pytest
 
 from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
 from torchrepro_lint.project.index import ProjectModule
+from torchrepro_lint.project.interpreter.states import Facts
 
 
 def _module(path: Path) -> ProjectModule:
@@ -46,3 +47,15 @@ def test_a_module_is_the_run_s_module_at_its_path():
 
 def test_plain_pickle_still_reads_the_bytes():
     assert pickle.loads(dumps_with_modules(Path("/p/z.py"))) == Path("/p/z.py")
+
+
+def test_the_modules_of_facts_are_one_sorted_text():
+    paths = {Path(f"/project/m{i}.py") for i in range(40)}
+    facts = Facts(modules=paths, functions={(Path("/project/m1.py"), "main")}, truncated=True)
+    data = dumps_with_modules([facts, Facts()])
+    assert loads_with_modules(data, {}) == [facts, Facts()]
+    assert b"/project/m0.py\x00/project/m1.py\x00/project/m10.py" in data  # sorted, one string
+    again = Facts(modules={Path(f"/project/m{i}.py") for i in reversed(range(40))}, functions=set(facts.functions), truncated=True)
+    assert dumps_with_modules([again, Facts()]) == data  # equal facts, equal bytes
+    fewer = Facts(modules=paths - {Path("/project/m0.py")})
+    assert loads_with_modules(dumps_with_modules(fewer), {}) == fewer
