@@ -36,7 +36,7 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
 from torchrepro_lint.pipeline.read_values import ReadValues
 from torchrepro_lint.rules.base import any_may_fire
-from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, module_identity, record
+from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP, ProjectIndex, ProjectModule, Reads, module_identity, record
 from torchrepro_lint.project import ir, summaries
 from torchrepro_lint.project.extract.function_reuse import unshifted
 from torchrepro_lint.project.programs import interpret, program_entries
@@ -654,7 +654,7 @@ class ProgramRunner:
                     return self._unpickled(data, project.modules)
                 except Exception:
                     pass
-        with record() as reads:
+        with record(kept_apart=True) as reads:
             facts = interpret(project, module, as_main, function)
         self.stats.programs_resolved += 1
         data = dumps_with_modules(facts)
@@ -662,20 +662,20 @@ class ProgramRunner:
         self.cache.put("program", key, (self._values_of(key, reads, digests), data))
         return facts
 
-    def _values_of(self, key: str, reads, digests: Digests) -> list:
+    def _values_of(self, key: str, reads: Reads, digests: Digests) -> list:
         """digests.values(reads). The language server runs a program again on every edit of a
         module it ran, mostly with the same reads: their values are then the last run's, found
         again only for the modules that are other objects now (ReadValues.found_again). The 12
         programs an edit of a timm model file runs again took 1 ms each to value."""
         memo = getattr(self.cache, "program_reads", None)
         if memo is None or self.cache.persist:  # (values for the disk are sorted: Digests.values)
-            return digests.values(reads)
+            return digests.values(reads.union())
         found = memo.get(key)
         values = None
-        if found is not None and found[0] == reads:
+        if found is not None and found[0].same_as(reads):
             values = self.store.reads.found_again(found[1], digests.of, digests.project)
         if values is None:
-            values = digests.values(reads)
+            values = digests.values(reads.union())
         memo[key] = (reads, values)
         return values
 
