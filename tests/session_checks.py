@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchrepro_lint.project.interpreter.kept_calls import _modules_of
 from torchrepro_lint.server.session import Workspace
 
 
@@ -26,11 +27,11 @@ def analysed_like_fresh(root: Path, session):
 
 
 def kept_calls_on_current_modules(session) -> None:
-    """Every call kept for the next analysis points at this analysis's module objects
-    (kept_calls._moved puts the previous analysis's recordings on them)."""
+    """Every call kept for the next analysis points at this analysis's module objects, in its
+    paths too (kept_calls._moved puts the previous analysis's recordings on them)."""
     current = session._modules
     for runs in (session._recorded[2] if session._recorded is not None else {}).values():
         for run in runs:
-            named = (*run.looked_up, *run.imported_then, *run.imported, *run.modules, *(m for m, _ in run.effectful))
-            for module in (run.key.callee.module, *named):
+            named = (*run.looked_up, *run.imported_then, *run.imported, *run.modules, *_modules_of(run))
+            for module in named:
                 assert current.get(module.path) is module, module.path

@@ -94,6 +94,7 @@ class CallRun:
     reads: frozenset
     modules: frozenset  # every module object the recording points at
     paths: frozenset | None = None  # theirs (_moved)
+    beside_states: frozenset | None = None  # those pointed at other than through paths (_moved)
     # A kept prefix's (kept_prefix): the paths that returned in it, and the bindings after it
     returned: list = field(default_factory=list)
     env_after: tuple | None = None
@@ -361,6 +362,20 @@ def _adopted(project, runs) -> list[CallRun]:
 
 
 def _modules_of(kept: CallRun):
+    yield from _modules_beside_states(kept)
+    for state in _states_in(kept):
+        for occurrence in _occurrences_of(state):
+            yield occurrence.site[0]
+            yield occurrence.anchor[0]
+
+
+def _states_in(kept: CallRun):
+    """The paths a recording holds: given, left, raised, returned, and those its facts end with."""
+    return (*kept.key.states, *kept.states, *kept.raised, *kept.returned, *_states_of(kept.facts))
+
+
+def _modules_beside_states(kept: CallRun):
+    """The modules a recording points at other than through its paths (`_states_in`)."""
     key = kept.key
     yield key.callee.module
     yield key.anchor[0]
@@ -371,10 +386,6 @@ def _modules_of(kept: CallRun):
     yield from kept.imported
     for module, _ in kept.effectful:
         yield module
-    for state in (*key.states, *kept.states, *kept.raised, *kept.returned, *_states_of(kept.facts)):
-        for occurrence in _occurrences_of(state):
-            yield occurrence.site[0]
-            yield occurrence.anchor[0]
     for occurrence in _facts_occurrences(kept.facts):
         yield occurrence.site[0]
         yield occurrence.anchor[0]
@@ -417,7 +428,11 @@ def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
         return kept  # (one set operation: about 100 kept walks are checked on a model-file edit)
     if all(moved.modules.get(m.path) is m for m in kept.modules):
         return kept
+    if kept.beside_states is None:
+        kept.beside_states = frozenset(_modules_beside_states(kept))
     try:
+        if not kept.facts.spawns and moved.modules_in(kept.beside_states) is kept.beside_states:
+            return _paths_moved(moved, kept)
         key = kept.key
         moved_key = CallKey(
             moved.symbol(key.callee), key.env, moved.symbol(key.self_class), moved.symbol(key.def_class),
@@ -435,3 +450,21 @@ def _moved(moved: Moved, kept: CallRun) -> CallRun | None:
         )
     except Gone:
         return None
+
+
+def _paths_moved(moved: Moved, kept: CallRun) -> CallRun:
+    """`kept` whose paths alone point at a module this run replaced (a draw in an imported
+    module's top level is in the path of every import walked after it: about 70 kept walks of
+    timm's models on an edit of resnet.py): the rest of it is taken as it is. (Built field by
+    field: dataclasses.replace took most of the time.)"""
+    k, f, state = kept.key, kept.facts, moved.state
+    key = CallKey(
+        k.callee, k.env, k.self_class, k.def_class, k.anchor, k.stack, k.guards, k.as_main, k.importing,
+        tuple(map(state, k.states)), k.inits,
+    )
+    facts = Facts(f.effects, f.late_seeds, list(map(state, f.final_states)), f.spawns, f.truncated, f.modules, f.functions)
+    return CallRun(
+        key, list(map(state, kept.states)), list(map(state, kept.raised)), facts, kept.steps, kept.looked_up,
+        kept.imported_then, kept.imported, kept.effectful, kept.callbacks, kept.reads, moved.modules_in(kept.modules),
+        kept.paths, kept.beside_states, list(map(state, kept.returned)), kept.env_after,
+    )
