@@ -363,3 +363,12 @@ def test_an_edited_source_of_the_linter_gets_a_fresh_cache_namespace(tmp_path):
     installed.mkdir(parents=True)
     (installed / "cli.py").write_text("x = 1\n")
     assert sources_fingerprint(installed) == ""
+
+
+def test_texts_digest_apart_from_their_neighbours():
+    from torchrepro_lint.pipeline.cache import digest
+
+    assert digest("a\0b") != digest("a", "b")  # a NUL in a text is not a separator
+    assert digest("ab", "c") != digest("a", "bc")
+    assert digest("x") != digest(b"x") and digest("x") != digest(("x",))
+    assert digest("é") == digest("é") and len(digest("")) == 64

@@ -59,3 +59,4 @@ def test_the_modules_of_facts_are_one_sorted_text():
     assert dumps_with_modules([again, Facts()]) == data  # equal facts, equal bytes
     fewer = Facts(modules=paths - {Path("/project/m0.py")})
     assert loads_with_modules(dumps_with_modules(fewer), {}) == fewer
+

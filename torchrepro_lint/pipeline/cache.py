@@ -31,7 +31,7 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 15  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
+FORMAT = 16  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
 # 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
 # 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
 # 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
@@ -48,14 +48,24 @@ FORMAT = 15  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targe
 # a `torch.cuda.synchronize()` under `if torch.cuda.is_available():` is no CUDA use
 # 15: modules in pickled facts written through the pickler's dispatch table (_module_at), not
 # persistent ids; IR_FUNCTION and IR_TOP values put together from their parts' digests
+# 16: a text is digested as its UTF-8 bytes behind its length, not its repr; program facts
+# pickle their module and function sets as texts
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
 
 def digest(*parts: object) -> str:
+    """sha256 of the parts: bytes as they are, a text as its UTF-8 behind its length (repr of a
+    model file's text took 8 times as long as hashing it, twice an edit in the language
+    server), anything else as its repr."""
     hasher = hashlib.sha256()
     for part in parts:
-        hasher.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))
+        if type(part) is str:
+            data = part.encode("utf-8", "surrogatepass")
+            hasher.update(b"%d:" % len(data))
+            hasher.update(data)
+        else:
+            hasher.update(part if isinstance(part, bytes) else repr(part).encode("utf-8", "surrogatepass"))
         hasher.update(b"\0")
     return hasher.hexdigest()
 
