@@ -32,7 +32,16 @@ class ApiCall:
     api_name: str
     form: str
     receiver: cst.BaseExpression | None = None
-    instance_calls: list[cst.Call] = field(default_factory=list)  # module form: calls of the instance
+    index: ModuleIndex | None = field(default=None, repr=False)  # module form: where its instance is used
+    _instance_calls: list[cst.Call] | None = field(default=None, repr=False)
+
+    @property
+    def instance_calls(self) -> list[cst.Call]:
+        """Module form: the calls of the instance (found when first asked: most module-form
+        candidates are settled by their constructor's arguments alone)."""
+        if self._instance_calls is None:
+            self._instance_calls = instance_calls(self.index, self.site.node) if self.index is not None else []
+        return self._instance_calls
 
     def inputs(self) -> list[cst.BaseExpression]:
         if self.form == "method":
@@ -61,10 +70,7 @@ def as_api(
     if q is not None:
         if q in ops and not q.startswith(TENSOR_METHOD):
             form = ops[q][0][1].kind
-            call = ApiCall(site, q, form)
-            if form == "module":
-                call.instance_calls = instance_calls(index, site.node)
-            return call
+            return ApiCall(site, q, form, index=index if form == "module" else None)
         return None
     func = site.node.func
     if isinstance(func, cst.Attribute) and func.attr.value in methods:
