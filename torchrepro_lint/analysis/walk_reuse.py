@@ -24,12 +24,13 @@ END = object()  # marks, on the walk's stack, where a recorded statement's subtr
 
 
 class StatementRecord:
-    """Where one statement's part of each table starts and ends (`Walk.lengths` order)."""
+    """Where one statement's part of each table starts and ends (`Walk.lengths` order), and its
+    nodes by class (made when it is first taken, then handed on: the same nodes next time)."""
 
-    __slots__ = ("node", "scope", "start", "end")
+    __slots__ = ("node", "scope", "start", "end", "by_type")
 
-    def __init__(self, node, scope: Scope, start: tuple, end: tuple | None = None) -> None:
-        self.node, self.scope, self.start, self.end = node, scope, start, end
+    def __init__(self, node, scope: Scope, start: tuple, end: tuple | None = None, by_type: dict | None = None) -> None:
+        self.node, self.scope, self.start, self.end, self.by_type = node, scope, start, end, by_type
 
 
 class Walk:
@@ -115,9 +116,13 @@ class Walk:
         if walk is not None:
             walk.keys += keys
             walk.values += values
-        by_type = index._by_type  # (a defaultdict: a third faster than looking each bucket up)
-        for each in keys:
-            by_type[type(each)].append(each)
+        by_type = index._by_type  # (a defaultdict)
+        for root in roots:  # (a statement's nodes by class, extended whole: a tenth of the time per node)
+            groups = root.by_type
+            if groups is None:
+                groups = root.by_type = _by_class(keys[root.start[0] - start[0] : root.end[0] - start[0]])
+            for kind, nodes in groups.items():
+                by_type[kind].extend(nodes)
 
         # The scopes they open, copied (their bindings all come from inside the statements).
         scopes = {old_scope: scope}
@@ -149,10 +154,25 @@ class Walk:
             walk.taken += len(roots)
             shift = tuple(map(sub, before, start))
             walk.records.extend(
-                StatementRecord(old.node, scopes[old.scope], tuple(map(add, old.start, shift)), tuple(map(add, old.end, shift)))
+                StatementRecord(
+                    old.node, scopes[old.scope], tuple(map(add, old.start, shift)), tuple(map(add, old.end, shift)), old.by_type
+                )
                 for old in self.records[start[6] : end[6]]
             )
         return True
+
+
+def _by_class(nodes: list) -> dict:
+    """The nodes by exact class, each list in their order."""
+    groups: dict = {}
+    for node in nodes:
+        kind = type(node)
+        found = groups.get(kind)
+        if found is None:
+            groups[kind] = [node]
+        else:
+            found.append(node)
+    return groups
 
 
 def _stands_for(origins: dict, scope: Scope, old: Scope) -> None:
