@@ -315,8 +315,7 @@ _SET_TEXTS: dict[frozenset, str] = {}
 _SET_TEXTS_KEPT = 128
 
 
-def _facts_by_fields(facts) -> tuple:
-    f = facts
+def _facts_by_fields(f) -> tuple:
     modules, functions = _set_text(f.modules, str), _set_text(f.functions, _called_text)
     return _facts_from_fields, (f.effects, f.late_seeds, f.final_states, f.spawns, f.truncated, modules, functions)
 

@@ -32,9 +32,8 @@ from lsprotocol import types
 from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Finding
 from torchrepro_lint.fixes.noqa import add_to_notebook
-from torchrepro_lint.pipeline.source import SourceError, read_source
+from torchrepro_lint.pipeline.source import SourceError, line_texts, read_source
 from torchrepro_lint.server.actions import safe_fixes
-from torchrepro_lint.pipeline.source import line_texts
 from torchrepro_lint.server.convert import to_position
 
 CODE, MARKDOWN, RAW = "code", "markdown", "raw"  # nbformat's cell types

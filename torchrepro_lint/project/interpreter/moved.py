@@ -39,19 +39,22 @@ class Moved(Remapped):
         """Whether each of these paths, where the last run had a module, has that same object
         now: a recording of the last run that points only at them is this run's as it is. (A
         module that is loaded later in the run counts as changed: moving costs only time.)"""
+        return paths.isdisjoint(self._changed_paths())
+
+    def _changed_paths(self) -> set:
+        """The paths whose last-run module this run does not have (yet), found once a run."""
         if self._changed is None:
             before, now = self.before or {}, self.modules
             self._changed = {path for path, module in before.items() if now.get(path) is not module}
-        return paths.isdisjoint(self._changed)
+        return self._changed
 
     def modules_in(self, modules: frozenset) -> frozenset:
         """A set of the last run's modules, on this run's: only those that changed are looked
         up (set operations; a kept walk names about 30 modules, most never edited)."""
         if self.before is not None:
             if self._replaced is None:
-                self.none_changed(frozenset())
                 self._last_run = frozenset(self.before.values())
-                self._replaced = frozenset(self.before[path] for path in self._changed)
+                self._replaced = frozenset(self.before[path] for path in self._changed_paths())
             if modules <= self._last_run:  # (else: moved one by one, whatever they are)
                 hit = self._replaced & modules
                 return modules if not hit else (modules - hit) | frozenset(map(self.module, hit))
