@@ -55,21 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     check = commands.add_parser("check", help="lint files and directories (default: .)")
-    check.add_argument("paths", nargs="*", type=Path, help="files or directories; `-` reads standard input")
-    check.add_argument("--output-format", choices=sorted(REPORTERS), default="text")
-    check.add_argument("--output-file", type=Path, help="write the report to this file (atomically) instead of stdout")
-    check.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable (replaces the default)")
-    check.add_argument("--extend-select", type=_codes, default=[], help="codes or prefixes to enable in addition")
-    check.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
+    check.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="files or directories; `-` reads standard input")
+    check.add_argument("--output-format", choices=sorted(REPORTERS), default="text", help="how findings are printed")
+    check.add_argument("--output-file", type=Path, metavar="PATH", help="write the report to this file (atomically) instead of stdout")
+    check.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to enable (replaces the default)")
+    check.add_argument("--extend-select", type=_codes, default=[], metavar="CODES", help="codes or prefixes to enable in addition")
+    check.add_argument("--ignore", type=_codes, default=[], metavar="CODES", help="codes or prefixes to disable")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument(
         "--fail-on", choices=FAIL_LEVELS, help="the least severe findings that make the exit status 1 (default: warning; all are reported)"
     )
     check.add_argument("--add-noqa", action="store_true", help="add `# noqa: CODE` comments to every reported line, then exit")
-    check.add_argument("--config", type=Path, help="pyproject.toml to read instead of the nearest one")
+    check.add_argument("--config", type=Path, metavar="PATH", help="pyproject.toml to read instead of the nearest one")
     check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
     check.add_argument("--force-exclude", action="store_true", help="apply `exclude` to files named on the command line too")
-    check.add_argument("--stdin-filename", type=Path, help="the path of the source read from standard input (`-`)")
+    check.add_argument("--stdin-filename", type=Path, metavar="PATH", help="the path of the source read from standard input (`-`)")
     check.add_argument("--fix", action="store_true", help="apply safe fixes, then report what remains")
     check.add_argument("--unsafe-fixes", action="store_true", help="also apply (or mark) fixes that change behaviour")
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff; write nothing")
@@ -77,25 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--show-fixes", action="store_true", help="list the findings that were fixed")
     check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     check.add_argument(
-        "--cache-dir", type=Path, help=f"where the cache lives (default: {DEFAULT_DIRECTORY}/ at the project root)"
+        "--cache-dir", type=Path, metavar="DIR", help=f"where the cache lives (default: {DEFAULT_DIRECTORY}/ at the project root)"
     )
-    check.add_argument("--jobs", "-j", type=_jobs, help="processes for parsing and per-file rules (default: all cores)")
+    check.add_argument("--jobs", "-j", type=_jobs, metavar="N", help="processes for parsing and per-file rules (default: all cores)")
     check.add_argument("--statistics", action="store_true", help="print what the run parsed and reused, on stderr")
 
     commands.add_parser("server", help="run the language server on stdin/stdout (needs the `server` extra)")
     commands.add_parser("rules", help="list every rule")
     rule = commands.add_parser("rule", help="print a rule's documentation")
-    rule.add_argument("code")
+    rule.add_argument("code", metavar="CODE", help="the rule's code, such as TRP201")
     catalog = commands.add_parser("catalog", help="print the nondeterministic-op catalogue behind TRP401/TRP402")
-    catalog.add_argument("--torch-version", help="the torch release to show (default: configured, else installed)")
+    catalog.add_argument("--torch-version", metavar="VERSION", help="the torch release to show (default: configured, else installed)")
     return parser
-
-
-# A run allocates millions of long-lived tree nodes: with the default thresholds, full
-# collections walk every tree again and again (13 of 31 CPU seconds on a 315-file repository).
-# `run` turns automatic collection off; a process that is not ours (the flake8 plugin's) gets
-# these rare collections instead.
-RUN_GC_THRESHOLDS = (50_000, 20, 100)
 
 
 def run() -> None:
@@ -104,7 +97,7 @@ def run() -> None:
 
     - Collections walked every kept tree again and again: 1.6 s of a 15 s cold run on a
       315-file repository. Trees released over the memory budget are collected explicitly
-      (staging.COLLECT_AFTER), which keeps memory bounded.
+      (tree_budget.COLLECT_AFTER), which keeps memory bounded.
     - Freeing a large project's trees object by object at interpreter exit took longer (11 s of
       35) than linting them; the output is flushed and the cache written before.
 
@@ -244,7 +237,7 @@ def _report(args: argparse.Namespace, result, config: Config) -> int:
 
 def _fix(args: argparse.Namespace, paths: list[Path], config: Config, stdin_name: Path, stdin_text: str | None) -> int:
     from torchrepro_lint.fixes.runner import fix_paths, fix_sources, write_atomically
-    from torchrepro_lint.pipeline.source import source_encoding
+    from torchrepro_lint.parsing.source import source_encoding
 
     if stdin_text is not None:
         outcome = fix_sources({stdin_name: stdin_text}, config, args.unsafe_fixes)
@@ -283,9 +276,9 @@ def _add_noqa(args: argparse.Namespace, paths: list[Path], config: Config) -> in
     """Lint, then write `# noqa: CODES` on every reported line (fixes/noqa.py). The texts linted
     are the texts edited; a file changed on disk meanwhile is left alone."""
     from torchrepro_lint.pipeline.engine import lint_sources
-    from torchrepro_lint.fixes.noqa import UNSUPPRESSIBLE, add_noqa
+    from torchrepro_lint.fixes.noqa import add_noqa
     from torchrepro_lint.fixes.runner import write_atomically
-    from torchrepro_lint.pipeline.source import SourceError, read_source, source_encoding
+    from torchrepro_lint.parsing.source import UNSUPPRESSIBLE, SourceError, read_source, source_encoding
 
     files, errors = discover(paths, config, args.force_exclude)
     texts: dict[Path, str] = {}

@@ -57,20 +57,94 @@ class Config:
         return FAIL_LEVELS.index(str(severity)) <= FAIL_LEVELS.index(self.fail_on)
 
 
-# key -> (attribute, expected type, description for messages)
-_KEYS = {
-    "select": ("select", "list of str"),
-    "extend-select": ("extend_select", "list of str"),
-    "ignore": ("ignore", "list of str"),
-    "per-file-ignores": ("per_file_ignores", "table of str -> list of str"),
-    "exclude": ("exclude", "list of str"),
-    "extend-exclude": ("extend_exclude", "list of str"),
-    "seed-functions": ("seed_functions", "list of str"),
-    "deterministic-functions": ("deterministic_functions", "list of str"),
-    "torch-version": ("torch_version", "str"),
-    "seed": ("seed", "int"),
-    "fail-on": ("fail_on", "str"),
-}
+@dataclass(frozen=True)
+class ConfigKey:
+    """One key of `[tool.torchrepro-lint]`: what validation checks (`type`, `choices`) and what the
+    configuration reference says (docs/generate.py writes docs/reference/configuration.md from
+    KEYS; a test fails when a key lacks a description or an example)."""
+
+    name: str  # the key in pyproject.toml
+    attribute: str  # the Config field it sets
+    type: str  # "list of str", "str", "int" or "table of str -> list of str" (see _has_type)
+    description: str  # Markdown, for the reference
+    example: str  # TOML lines under [tool.torchrepro-lint]
+    default: str = ""  # the default in words, where the Config field's own default does not say it
+    choices: tuple[str, ...] = ()  # the values allowed, where the type allows more
+
+
+KEYS = (
+    ConfigKey(
+        "select", "select", "list of str",
+        "The rules to run, as codes or code prefixes (`TRP2` is every rule whose code starts with "
+        "it; `ALL` is every rule). Replaces the default set; a more specific `ignore` still wins.",
+        'select = ["TRP1", "TRP201"]',
+        default="every rule that is on by default",
+    ),
+    ConfigKey(
+        "extend-select", "extend_select", "list of str",
+        "Codes or prefixes to run in addition to `select` (or to the default set).",
+        'extend-select = ["TRP4"]',
+    ),
+    ConfigKey(
+        "ignore", "ignore", "list of str",
+        "Codes or prefixes not to run. Where `select` and `ignore` both match a code, the more "
+        "specific prefix decides; `ignore` wins a tie.",
+        'ignore = ["TRP205"]',
+    ),
+    ConfigKey(
+        "per-file-ignores", "per_file_ignores", "table of str -> list of str",
+        "Codes or prefixes not reported in the files a glob pattern matches (matched against the "
+        "path relative to the project root, or the file name). `ALL` ignores every code.",
+        'per-file-ignores = { "tests/*" = ["TRP1"], "scripts/legacy_*.py" = ["ALL"] }',
+    ),
+    ConfigKey(
+        "exclude", "exclude", "list of str",
+        "Glob patterns of files and directories not to lint, matched against the relative path or "
+        "any part of it. Replaces the defaults; use `extend-exclude` to add to them. Files named on "
+        "the command line are linted anyway, unless `--force-exclude` is given.",
+        'exclude = [".git", ".venv", "build"]',
+    ),
+    ConfigKey(
+        "extend-exclude", "extend_exclude", "list of str",
+        "Patterns excluded in addition to `exclude`.",
+        'extend-exclude = ["third_party", "examples"]',
+    ),
+    ConfigKey(
+        "seed-functions", "seed_functions", "list of str",
+        "Dotted names of functions that seed Python's `random`, NumPy and torch. Functions defined "
+        "in the project are followed without this; it is for helpers the linter cannot read, such "
+        "as those of an installed package. Well-known framework helpers are built in.",
+        'seed-functions = ["mylab.utils.fix_seeds"]',
+    ),
+    ConfigKey(
+        "deterministic-functions", "deterministic_functions", "list of str",
+        "Dotted names of functions that turn on deterministic mode "
+        "(`torch.use_deterministic_algorithms(True)` and the cuDNN switches), for helpers the "
+        "linter cannot read.",
+        'deterministic-functions = ["mylab.utils.strict_mode"]',
+    ),
+    ConfigKey(
+        "torch-version", "torch_version", "str",
+        "The torch release the code runs on, as `MAJOR.MINOR`: which catalogue entries apply "
+        "(TRP401, TRP402) and whether `CUBLAS_WORKSPACE_CONFIG` is still needed (TRP203).",
+        'torch-version = "2.9"',
+        default="the installed torch's release, read from package metadata (torch is never imported); 2.13 without torch",
+    ),
+    ConfigKey(
+        "seed", "seed", "int",
+        "The seed that fixes insert (`torch.manual_seed(0)`, a DataLoader's generator).",
+        "seed = 1234",
+    ),
+    ConfigKey(
+        "fail-on", "fail_on", "str",
+        "The least severe findings that make the exit status 1: `error`, `warning` or `note`. "
+        "Every finding is reported whatever the level; the command line's `--fail-on` overrides it. "
+        "It applies to every output format and to the pre-commit hooks.",
+        'fail-on = "note"',
+        choices=FAIL_LEVELS,
+    ),
+)
+_KEYS = {key.name: key for key in KEYS}
 
 
 def parse_version(text: str) -> tuple[int, int] | None:
@@ -167,19 +241,19 @@ def _read(pyproject: Path) -> Config:
         if key not in _KEYS:
             known = ", ".join(sorted(_KEYS))
             raise ConfigError(f"{pyproject}: unknown key 'tool.torchrepro-lint.{key}' (known keys: {known})")
-        attribute, expected = _KEYS[key]
-        if not _has_type(value, expected):
-            raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.{key}' must be a {expected}, got {value!r}")
+        spec = _KEYS[key]
+        if not _has_type(value, spec.type):
+            raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.{key}' must be a {spec.type}, got {value!r}")
         if key == "torch-version":
             version = parse_version(value)
             if version is None:
                 raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.torch-version' must look like \"2.13\", got {value!r}")
             value = version
-        if key == "fail-on" and value not in FAIL_LEVELS:
-            raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.fail-on' must be one of {', '.join(FAIL_LEVELS)}, got {value!r}")
+        if spec.choices and value not in spec.choices:
+            raise ConfigError(f"{pyproject}: 'tool.torchrepro-lint.{key}' must be one of {', '.join(spec.choices)}, got {value!r}")
         if key == "exclude":
             value = list(value)
-        setattr(config, attribute, value)
+        setattr(config, spec.attribute, value)
     return config
 
 

@@ -10,9 +10,8 @@ The seam with the rest of the linter is small:
   from rows of that module to rows of a cell, as ruff does: `Finding.cell` is the cell's number,
   1-based over all cells as Jupyter lists them (markdown included), and rows count from the
   cell's first line.
-- `apply_fixes(notebook_json, findings)` applies cell-relative fixes to the cells' sources and
-  splices the changed `source` values into the file's JSON text: everything else (outputs,
-  metadata, ids, indentation, key order, escaping, the final newline) stays byte for byte.
+- fixes go back into the file's JSON text through `parse_notebook`, which says where each cell's
+  `source` value is (fixes/notebook_cells.py writes them).
 
 Masking, line for line so that rows and (but for `%time`) columns do not move:
 
@@ -42,7 +41,7 @@ from json.decoder import scanstring
 from pathlib import Path
 
 from torchrepro_lint.findings import Edit, Finding, Fix
-from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.parsing.source import ParseFailure, SourceError, SourceFile, read_source
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -110,7 +109,7 @@ class NotebookSource(SourceFile):
 
 # -- reading: JSON with the offsets of every cell's source -------------------------------------
 @dataclass
-class _Source:
+class SourceSpan:
     """Where a code cell's `source` value sits in the file's JSON text."""
 
     start: int
@@ -119,9 +118,9 @@ class _Source:
 
 
 @dataclass
-class _Notebook:
+class ParsedNotebook:
     text: str  # the file's JSON text
-    code: list[tuple[int, str, _Source | None]]  # (index among all cells, source text, its span)
+    code: list[tuple[int, str, SourceSpan | None]]  # (index among all cells, source text, its span)
     python: bool  # a Python notebook (others have no code we can read)
 
     @cached_property
@@ -171,14 +170,14 @@ def _value_end(text: str, at: int) -> int:
     return _DECODER.raw_decode(text, at)[1]
 
 
-def _source_spans(text: str) -> list[_Source | None]:
+def _source_spans(text: str) -> list[SourceSpan | None]:
     """Per cell, the span of its `source` value in `text`."""
-    spans: list[_Source | None] = []
+    spans: list[SourceSpan | None] = []
 
     def on_source(at: int) -> int:
         if text[at] != "[":
             end = _value_end(text, at)
-            spans[-1] = _Source(at, end, None)
+            spans[-1] = SourceSpan(at, end, None)
             return end
         items: list[tuple[int, int]] = []
 
@@ -188,7 +187,7 @@ def _source_spans(text: str) -> list[_Source | None]:
             return end
 
         end = _items(text, at, on_line)
-        spans[-1] = _Source(at, end, items)
+        spans[-1] = SourceSpan(at, end, items)
         return end
 
     def on_member(key: str, at: int) -> int:
@@ -208,7 +207,7 @@ def _source_spans(text: str) -> list[_Source | None]:
     return spans
 
 
-def _parse(text: str) -> _Notebook:
+def parse_notebook(text: str) -> ParsedNotebook:
     """Raises SourceError for anything that is not an nbformat 4 notebook."""
     try:
         data = json.loads(text)
@@ -241,7 +240,7 @@ def _parse(text: str) -> _Notebook:
                 f"not a valid notebook: the source of cell {index + 1} is neither a string nor a list of strings"
             )
         code.append((index, source, spans[index] if index < len(spans) else None))
-    return _Notebook(text, code, _is_python(data))
+    return ParsedNotebook(text, code, _is_python(data))
 
 
 def _is_python(data: dict) -> bool:
@@ -362,12 +361,12 @@ def _scan(body: str, quote: str | None, depth: int) -> tuple[str | None, int, bo
 
 
 # -- loading -------------------------------------------------------------------------------
-def _normalized(text: str) -> str:
+def normalized_cell(text: str) -> str:
     """A cell's text as a block of the module: ending with a newline unless empty."""
     return text if not text or text.endswith(("\n", "\r")) else text + "\n"
 
 
-def _file_rows(notebook: _Notebook, source: str, span: _Source | None) -> tuple[int, ...]:
+def _file_rows(notebook: ParsedNotebook, source: str, span: SourceSpan | None) -> tuple[int, ...]:
     if span is None:
         return (1,) * len(lines_of(source))
     if span.items is None:
@@ -394,14 +393,14 @@ def _parse_failure(text: str) -> ParseFailure | None:
 def load_source(path: Path, text: str | None = None) -> NotebookSource:
     """The notebook at `path` (its JSON `text`, or read from disk) as one module. Raises
     SourceError for a file that is not an nbformat 4 notebook."""
-    notebook = _parse(text if text is not None else read_source(path))
+    notebook = parse_notebook(text if text is not None else read_source(path))
     chunks: list[str] = []
     cells: list[CodeCell] = []
     broken: list[ParseFailure] = []
     row = 1
     for index, source, span in notebook.code if notebook.python else ():
         masked, shifts = mask(source)
-        masked = _normalized(masked)
+        masked = normalized_cell(masked)
         rows = len(lines_of(masked))
         if rows == 0:
             continue
@@ -492,86 +491,3 @@ def _fix_in_cell(fix: Fix | None, cells: CellMap, home: CodeCell) -> Fix | None:
             return None
         edits.append(Edit(edit.content, start[1:], end[1:]))
     return replace(fix, edits=tuple(edits), cell=cell.number)
-
-
-# -- fixing: cell sources back into the JSON text ----------------------------------------------
-def _cell_parses(text: str) -> bool:
-    from torchrepro_lint.fixes.apply import parses
-
-    return parses(mask(text)[0])
-
-
-def cell_sources(text: str) -> dict[int, str]:
-    """Each code cell's source, by cell number, as fix edits count in it (see apply_fixes)."""
-    return {index + 1: _normalized(source) for index, source, span in _parse(text).code if span is not None}
-
-
-def _keeps_parsing(before: str, after: str) -> bool:
-    return _cell_parses(after)
-
-
-def apply_fixes(text: str, findings: list[Finding], *, keep=_keeps_parsing) -> tuple[str, list[Finding]]:
-    """(the notebook's new JSON text, findings whose fix was applied). `findings` have
-    cell-relative fixes (see to_cells); a fix is dropped unless `keep(cell source, candidate)`
-    (by default: unless the cell still parses)."""
-    from torchrepro_lint.fixes.apply import apply_fixes as apply_to_text
-
-    notebook = _parse(text)
-    by_cell: dict[int, list[Finding]] = {}
-    for finding in findings:
-        if finding.fix is not None and finding.fix.cell is not None:
-            by_cell.setdefault(finding.fix.cell, []).append(finding)
-    changes: list[tuple[_Source, str]] = []
-    applied: list[Finding] = []
-    for index, source, span in notebook.code:
-        group = by_cell.get(index + 1)
-        if not group or span is None:
-            continue
-        normalized = _normalized(source)
-        new, done = apply_to_text(normalized, group, accept=lambda candidate: keep(normalized, candidate))
-        if normalized != source and new.endswith("\n"):
-            new = new[:-1]  # the cell had no final newline: keep it that way
-        if new != source:
-            changes.append((span, _render(notebook, span, source, new)))
-            applied.extend(done)
-    for span, rendered in sorted(changes, key=lambda change: change[0].start, reverse=True):
-        text = text[: span.start] + rendered + text[span.end :]
-    return text, applied
-
-
-_NON_ASCII_ESCAPE = re.compile(r"\\u(?:00[89a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]|[1-9a-fA-F][0-9a-fA-F]{2})[0-9a-fA-F]")
-
-
-def _render(notebook: _Notebook, span: _Source, old: str, new: str) -> str:
-    """The JSON text of a cell's new source, in the layout of the old one: a list of lines stays a
-    list (with the same indentation, unchanged lines byte for byte), a string stays a string."""
-    text = notebook.text
-    ascii_only = text.isascii() and _NON_ASCII_ESCAPE.search(text) is not None
-
-    def dump(value: str) -> str:
-        return json.dumps(value, ensure_ascii=ascii_only)
-
-    if span.items is None:
-        return dump(new)
-    old_items = [text[start:end] for start, end in span.items]
-    old_lines = [json.loads(item) for item in old_items]
-    new_lines = lines_of(new)
-    one_line_items = all(len(lines_of(line)) == 1 for line in old_lines)
-    if len(new_lines) == len(old_lines) and one_line_items:  # edits within lines: only changed items
-        out, last = [], span.start
-        for (start, end), before, after in zip(span.items, old_lines, new_lines):
-            out.append(text[last:start] + (text[start:end] if before == after else dump(after)))
-            last = end
-        return "".join(out) + text[last : span.end]
-    if not span.items:
-        opening, separator, closing = "[", ", ", "]"
-    else:
-        opening = text[span.start : span.items[0][0]]
-        closing = text[span.items[-1][1] : span.end]
-        separator = text[span.items[0][1] : span.items[1][0]] if len(span.items) > 1 else "," + opening[1:]
-    raw = {}
-    for item, line in zip(old_items, old_lines):
-        raw.setdefault(line, item)  # an unchanged line keeps its exact JSON spelling
-    if not new_lines:
-        return "[]"
-    return opening + separator.join(raw.get(line) or dump(line) for line in new_lines) + closing

@@ -126,7 +126,7 @@ def test_compile_and_environment_cases():
     # torch.compile traces mode(dim) with fake CUDA tensors: the meta alert is the cause.
     traced = RECORD["cases"]["mode_compiled"]
     assert traced["raised"] and "median CUDA with indices output" in traced["cause"]
-    # cuBLAS matmuls no longer need CUBLAS_WORKSPACE_CONFIG (the environment entry ends at 2.10).
+    # From 2.10 on cuBLAS matmuls do not need CUBLAS_WORKSPACE_CONFIG (the environment entry ends at 2.10).
     cublas = next(s for s in CAT.special if (s.table, s.id) == ("environment", "cublas_workspace_config"))
     assert not cublas.holds_in(RECORD_VERSION)
     assert RECORD["cases"]["cublas_mm_ok"] == {"entry": "not_flagged.cublas_workspace", "raised": None, "repeat_equal": True}
@@ -145,8 +145,8 @@ def test_variation_backs_the_rules():
 
 
 def test_environment_and_compile_entries_on_cuda():
-    """environment_cases.py (session 32): the [compile.*] and [environment.*] entries that had no
-    CUDA case, against what each entry's condition says."""
+    """environment_cases.py: the [compile.*] and [environment.*] entries (verify_on_cuda.py has no
+    case for them), against what each entry's condition says."""
     cases, var = RECORD["cases"], RECORD["variation"]
     # Deterministic mode fills new CUDA memory (NaN, max int), and only with the flag on.
     filled = cases["fill_uninitialized_memory"]["filled"]

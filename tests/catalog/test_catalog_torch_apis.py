@@ -148,7 +148,7 @@ def test_predicate_argument_matches_signature(api: ApiRecord, pred: Predicate):
 
 
 def test_signature_check_catches_a_wrong_position():
-    # The research file had EmbeddingBag.from_pretrained's mode at position 4 (it is 5).
+    # The research file puts EmbeddingBag.from_pretrained's mode at position 4; it is 5.
     api = ApiRecord("torch.nn.EmbeddingBag.from_pretrained", "function", "x")
     wrong = Predicate("arg", "mode", "equals", "max", pos=4)
     right = Predicate("arg", "mode", "equals", "max", pos=5, default="mean")

@@ -200,7 +200,7 @@ def _new_process(monkeypatch) -> ProjectCache:
 
 
 def test_a_new_process_replays_an_unchanged_project_from_disk(project, monkeypatch):
-    from torchrepro_lint.pipeline.source import PARSES
+    from torchrepro_lint.parsing.source import PARSES
 
     train = (project / "train.py").read_text(encoding="utf-8")
     _new_process(monkeypatch)
@@ -213,7 +213,7 @@ def test_a_new_process_replays_an_unchanged_project_from_disk(project, monkeypat
 
 
 def test_a_new_process_parses_only_an_unsaved_buffer(project, monkeypatch):
-    from torchrepro_lint.pipeline.source import PARSES
+    from torchrepro_lint.parsing.source import PARSES
 
     train = (project / "train.py").read_text(encoding="utf-8")
     _new_process(monkeypatch)

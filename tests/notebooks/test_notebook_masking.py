@@ -9,7 +9,7 @@ import pytest
 
 from notebook_support import notebook
 from torchrepro_lint.notebooks import lines_of, load_source, mask
-from torchrepro_lint.pipeline.source import SourceError
+from torchrepro_lint.parsing.source import SourceError
 
 
 def masked_lines(source: str) -> list[str]:

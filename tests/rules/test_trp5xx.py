@@ -10,7 +10,7 @@ from conftest import reported
 
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.receivers import is_ndarray, is_tensor
-from torchrepro_lint.pipeline.source import SourceFile
+from torchrepro_lint.parsing.source import SourceFile
 
 
 def lines(lint, result, code="TRP501"):

@@ -15,7 +15,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.names import LOCAL, SHADOWED, NameResolver, Scope, dotted
 from torchrepro_lint.analysis.walk_reuse import END, TakenTwice, Walk
-from torchrepro_lint.pipeline.source import SourceFile
+from torchrepro_lint.parsing.source import SourceFile
 
 Statement = cst.CSTNode  # a small statement (Expr, Assign, ...) or a compound statement
 

@@ -61,6 +61,8 @@ _TORCH_FUNCTIONAL_NOT_TENSOR = frozenset(
     "torch.linalg.qr torch.linalg.slogdet torch.linalg.lstsq torch.linalg.lu torch.linalg.lu_factor "
     "torch.linalg.inv_ex torch.linalg.cholesky_ex torch.linalg.ldl_factor".split()
 )
+# What a module's parameters and buffers are made with: the tensor given is their initial value
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
 _TENSOR_CLASSES = frozenset(
     "torch.Tensor torch.FloatTensor torch.DoubleTensor torch.HalfTensor torch.BFloat16Tensor torch.LongTensor "
     "torch.IntTensor torch.ShortTensor torch.CharTensor torch.ByteTensor torch.BoolTensor torch.nn.Parameter "

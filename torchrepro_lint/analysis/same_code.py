@@ -6,7 +6,7 @@ touched comments or blank lines (`# TODO` typed above a statement, a line broken
 functions), the IR is the previous one: lowering reads no comment, and the expression texts it
 keeps (`expression_code`) are compared here as they are, whitespace and comments inside them
 included. Unchanged statements are the same objects after an incremental reparse
-(pipeline/reparse.py), so only the path down to the edit is compared.
+(parsing/reparse.py), so only the path down to the edit is compared.
 """
 
 from __future__ import annotations

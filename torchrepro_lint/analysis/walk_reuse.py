@@ -1,7 +1,7 @@
 """What ModuleIndex's walk recorded of each statement, taken again for an edited text.
 
 The language server indexes an edited buffer again on every edit. After an incremental reparse
-(pipeline/reparse.py) every statement the edit did not touch is the same node object as in the
+(parsing/reparse.py) every statement the edit did not touch is the same node object as in the
 previous text's tree, and what the walk makes of a statement depends only on its own subtree and
 on the scope it is read in: the parents of its nodes, its calls, the bindings it makes in that
 scope, the scopes it opens, the functions and classes it defines under that scope's path, its
@@ -218,7 +218,7 @@ def _scope_shape(scope, names: dict) -> tuple:
 
 def index_shape(index) -> dict:
     """An index as comparable data (node identities, names, scope shapes): a taken walk must give
-    the shape of a whole one (tests/test_walk_reuse.py, benchmarks/reparse_fuzz.py --index)."""
+    the shape of a whole one (tests/pipeline/test_walk_reuse.py, benchmarks/reparse_fuzz.py --index)."""
     names = {id(scope): id(node) for node, scope in index.scope_of.items()}
     scope = lambda s: _scope_shape(s, names)
     return {

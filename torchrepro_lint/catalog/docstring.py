@@ -110,7 +110,7 @@ class BulletMapping:
     unmapped: list[DocBullet] = field(default_factory=list)
     # mapped to an entry whose deterministic_mode contradicts the docstring section
     wrong_section: list[tuple[DocBullet, str]] = field(default_factory=list)
-    # bullets the catalogue records that this docstring no longer has
+    # bullets the catalogue records that this docstring does not have (another torch release's)
     not_in_docstring: list[DocBullet] = field(default_factory=list)
 
     @property

@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from torchrepro_lint.findings import Edit, Finding
-from torchrepro_lint.pipeline.source import physical_lines
+from torchrepro_lint.parsing.lines import physical_lines
 
 
 def _offsets(text: str) -> list[int]:

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Edit, Finding, Fix
-from torchrepro_lint.fixes import apply
-from torchrepro_lint.pipeline.source import ALL_CODES, NOQA_COMMENT, noqa_codes, physical_lines, string_last_rows, suppresses
-
-UNSUPPRESSIBLE = frozenset({"TRP000"})  # a file that does not parse is not linted: no noqa reaches it
+from torchrepro_lint.fixes import apply, notebook_cells
+from torchrepro_lint.parsing.lines import physical_lines
+from torchrepro_lint.parsing.source import ALL_CODES, NOQA_COMMENT, UNSUPPRESSIBLE, noqa_codes, string_last_rows, suppresses
 
 
 @dataclass
@@ -142,8 +141,8 @@ def add_to_text(text: str, findings: list[Finding]) -> NoqaOutcome:
 
 def add_to_notebook(text: str, findings: list[Finding]) -> NoqaOutcome:
     """Comments for `findings` (cell-relative, see notebooks.to_cells) in the notebook's JSON
-    `text`; each cell is written back as --fix writes it (notebooks.apply_fixes)."""
-    sources = notebooks.cell_sources(text)
+    `text`; each cell is written back as --fix writes it (notebook_cells.apply_fixes)."""
+    sources = notebook_cells.cell_sources(text)
     carriers, left = [], []
     by_cell: dict[int, list[Finding]] = {}
     for finding in findings:
@@ -161,7 +160,7 @@ def add_to_notebook(text: str, findings: list[Finding]) -> NoqaOutcome:
     def keeps_code(before: str, after: str) -> bool:
         return _code_of(notebooks.mask(after)[0]) == _code_of(notebooks.mask(before)[0])
 
-    new, done = notebooks.apply_fixes(text, carriers, keep=keeps_code)
+    new, done = notebook_cells.apply_fixes(text, carriers, keep=keeps_code)
     return replace(_outcome(findings, carriers, done, left, sources.__getitem__), text=new)
 
 

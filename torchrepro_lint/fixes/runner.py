@@ -15,9 +15,10 @@ from torchrepro_lint.config import Config
 from torchrepro_lint.pipeline.discovery import discover
 from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.findings import Finding, LintResult
+from torchrepro_lint.fixes import notebook_cells
 from torchrepro_lint.fixes.apply import apply_fixes
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
-from torchrepro_lint.pipeline.source import SourceError, read_source
+from torchrepro_lint.parsing.source import SourceError, read_source
 
 MAX_ROUNDS = 10
 
@@ -63,7 +64,7 @@ def fix_sources(
             findings = by_path.get(path.as_posix())
             if not findings:
                 continue
-            apply = notebooks.apply_fixes if notebooks.is_notebook(path) else apply_fixes
+            apply = notebook_cells.apply_fixes if notebooks.is_notebook(path) else apply_fixes
             new, done = apply(texts[path], findings)
             if new != texts[path]:
                 texts[path] = new

@@ -34,8 +34,10 @@ from torchrepro_lint.config import Config, installed_torch_version, load_config
 from torchrepro_lint.pipeline.discovery import PYTHON_SUFFIXES, _is_virtualenv, is_excluded
 from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.findings import Finding, LintResult
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
-from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.module_finder import module_identity
+from torchrepro_lint.project.modules import ProjectModule
+from torchrepro_lint.parsing.source import ParseFailure, SourceError, SourceFile, read_source
 
 LOG = logging.getLogger(__name__)
 VCS_MARKERS = (".git", ".hg", ".svn")
@@ -299,10 +301,10 @@ _LOGGED: set[str] = set()
 
 
 def _few_collections() -> None:
-    """The CLI's rare collections (cli.RUN_GC_THRESHOLDS: full collections re-walked every tree,
+    """The CLI's rare collections (memory.RUN_GC_THRESHOLDS: full collections re-walked every tree,
     doubling the time), in a flake8 process still on Python's defaults. Not restored: putting
     them back triggers the very collection over everything that this avoids."""
-    from torchrepro_lint.cli import RUN_GC_THRESHOLDS
+    from torchrepro_lint.memory import RUN_GC_THRESHOLDS
 
     if gc.get_threshold() == (700, 10, 10):
         gc.set_threshold(*RUN_GC_THRESHOLDS)

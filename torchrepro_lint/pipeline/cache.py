@@ -7,7 +7,7 @@ Each entry is keyed by a hash of everything its value was computed from:
   project (other modules' IR or text, the facts of the programs reaching it); reused while
   every one of those reads is unchanged;
 - "program": one program's facts and what its run read of the modules (their top levels and
-  the functions it ran: index.IR_TOP, IR_FUNCTION);
+  the functions it ran: reads.IR_TOP, IR_FUNCTION);
 - "programs": the program rules' findings, by the facts of every program;
 - "run": a whole result by every file's text, so an unchanged tree is replayed without parsing
   (or importing LibCST).
@@ -31,25 +31,11 @@ from pathlib import Path
 
 from torchrepro_lint import __version__
 
-FORMAT = 16  # 2: `__main__` guards lowered in place (ir.IsMain); 3: spawn targets are not callbacks, IR digests;
-# 4: results record the imports that found no module ("missing" reads); 5: ir.Call.adapter_draws;
-# 6: ir.ClassIR.devices, ir.AttributeOnCuda (device attributes read across modules);
-# 7: IR classes pickled as their constructor arguments (ir._compact); 8: assignments nothing
-# reads are not lowered (lowering.live), reads of IR parts; 9: `<object>.seed_everything()` seeds (Fabric),
-# dropout modules' RANDOMNESS says so (known_apis.DROPOUT), seed names through assignments;
-# 10: CUDA_VISIBLE_DEVICES assignments keep their value (programs that hide every GPU), a draw
-# that is an nn.Parameter's initial value is a MODULE_INIT, calls through a bound method in a variable,
-# FunctionIR.returns and Instance.item (methods of what a project factory returns), draws that
-# make a seed (no DRAW_RANDOM/DRAW_NUMPY; a DRAW that makes torch's seed is marked MAKES_A_SEED);
-# 11: `name == literal` conditions lowered as ir.Equals (decided when the name holds a literal);
-# 12: ir.Raise and ir.Try (a raise no longer lowered as a return), a loop's `else` is a branch
-# 13: a module's IR digest is put together from its top level's and its functions' digests
-# 14: a function filed under a name (`registry.register("x", func=f)`) is no callback; composer's helpers;
-# a `torch.cuda.synchronize()` under `if torch.cuda.is_available():` is no CUDA use
-# 15: modules in pickled facts written through the pickler's dispatch table (_module_at), not
-# persistent ids; IR_FUNCTION and IR_TOP values put together from their parts' digests
-# 16: a text is digested as its UTF-8 bytes behind its length, not its repr; program facts
-# pickle their module and function sets as texts
+# The layout of the entries: what the IR classes hold, and how entries, facts and digests are
+# pickled and computed. Entries live under v<FORMAT>/; raise it with any change to that layout, so
+# that no run reads entries of another (an installed package keys its entries on its version
+# only; a checkout on its sources too, sources_fingerprint).
+FORMAT = 16
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
@@ -288,7 +274,7 @@ def dumps_with_modules(value) -> bytes:
     `__reduce__` is Python code that gives each part as a string, and a program's facts hold
     the paths of every module it imported (219 in a timm script: half the pickling time), and
     those of the functions it called. Facts write those two sets as texts (`_set_text`).)"""
-    from torchrepro_lint.project.index import ProjectModule
+    from torchrepro_lint.project.modules import ProjectModule
     from torchrepro_lint.project.interpreter.states import Facts
 
     buffer = io.BytesIO()

@@ -16,11 +16,15 @@ from torchrepro_lint.rules.context import LintContext
 from torchrepro_lint.pipeline.discovery import discover
 from torchrepro_lint.findings import Finding, LintResult, Severity, Statistics
 from torchrepro_lint.pipeline.progress import NO_PROGRESS
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, module_identity
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.module_finder import module_identity
+from torchrepro_lint.project.modules import ProjectModule
 from torchrepro_lint.project.known_apis import Helper
 from torchrepro_lint.rules import Rule, all_rules
-from torchrepro_lint.pipeline.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
-from torchrepro_lint.pipeline.staging import LoweredStore, ModuleChecker, ProgramChecker, ProgramRunner, TreeBudget, parallel_available
+from torchrepro_lint.parsing.source import PARSES, ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.pipeline.lowered_store import LoweredStore
+from torchrepro_lint.pipeline.staging import ModuleChecker, ProgramChecker, ProgramRunner, parallel_available
+from torchrepro_lint.pipeline.tree_budget import TreeBudget
 
 PARSE_ERROR = "TRP000"
 

@@ -1,7 +1,7 @@
 """The values that cached results are checked against, remembered with what they were
 computed from: within a run, and from one run to the next of a long-lived process.
 
-A cached result holds the value of everything it read (staging.Digests): a module's IR or
+A cached result holds the value of everything it read (digests.Digests): a module's IR or
 text, a summary, which modules mention a word, which candidate files of its missing imports
 exist. The language server runs the engine on every edit and checked about 6,400 such reads each
 time, most of them the same (70 ms of an edit on pytorch-image-models). Here a value is kept
@@ -32,7 +32,7 @@ from typing import Callable
 from torchrepro_lint.analysis.text_memo import contains
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract.function_reuse import unshifted
-from torchrepro_lint.project.index import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP
+from torchrepro_lint.project.reads import IR_CODE, IR_CODES, IR_FUNCTION, IR_FUNCTIONS, IR_TOP
 
 
 class ModuleSet:
@@ -44,7 +44,7 @@ class ModuleSet:
         self.absent = absent  # the server's set of files known missing (None in the CLI)
 
 
-# Reads whose value depends on one module alone (staging.Digests), and of those the ones keyed
+# Reads whose value depends on one module alone (digests.Digests), and of those the ones keyed
 # by (module path, what of it)
 _KEYED_READS = frozenset({"summary", IR_FUNCTION, IR_FUNCTIONS, IR_CODE, IR_CODES})
 MODULE_READS = frozenset({"ir", "content", "reported", "display", IR_TOP}) | _KEYED_READS

@@ -203,8 +203,6 @@ PEFT_IA3_CONFIGS = frozenset({"peft.IA3Config"})  # init_ia3_weights=True (defau
 # given `peft_config=` before it seeds. Not identifiers, so never the name of a seed's variable
 # (the interpreter's trap of a draw whose value becomes the seed).
 ADAPTER = ("<adapter>",)
-# What a module's parameters and buffers are made with: the tensor given is their initial value
-PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"})
 # In a DRAW's detail: the draw makes the run's seed (extract/calls.py's _makes_torch_seed), so
 # it consumes nothing before the seed (the interpreter's late-seed check)
 MAKES_A_SEED = "<makes a seed>"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import ProjectModule
 from torchrepro_lint.project.interpreter.run import Interpreter
 from torchrepro_lint.project.interpreter.states import Facts
 from torchrepro_lint.project.known_apis import ADAPTER, DROPOUT, Kind

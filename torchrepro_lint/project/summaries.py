@@ -5,7 +5,7 @@ call `set_epoch` somewhere) would otherwise read their trees, and its cached res
 depend on their whole text: a comment added to one module would re-check, and re-parse, every
 file whose rules looked at it. Instead the rule asks for a summary: a picklable value computed
 from one module's tree by a function registered here under a kind. The run's store
-(staging.LoweredStore) keeps summaries by module content, in memory and in the persistent
+(lowered_store.LoweredStore) keeps summaries by module content, in memory and in the persistent
 cache, and a cached result records ("summary", (path, kind, argument)) as what it read, so it
 stays valid while the summary is the same.
 """
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from torchrepro_lint.project.index import ProjectModule, note_read, unrecorded
+from torchrepro_lint.project.modules import ProjectModule
+from torchrepro_lint.project.reads import note_read, unrecorded
 
 # kind -> function(module, argument) computing the summary from the module's tree
 _KINDS: dict[str, Callable[[ProjectModule, str], object]] = {}

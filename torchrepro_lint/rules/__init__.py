@@ -1,4 +1,9 @@
-"""Every rule lives in its own module here (`trp101_missing_seed.py`, ...), found automatically."""
+"""Every rule lives in its own module here (`trp101_missing_seed.py`, ...), found automatically.
+
+What rules share: base (the Rule class), context (what a rule sees of the project and its
+programs), edits (building the fixes they attach), pages (their documentation), _ops (TRP401 and
+TRP402's op matches) and uninitialized_memory (TRP501's analysis).
+"""
 
 from __future__ import annotations
 

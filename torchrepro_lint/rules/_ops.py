@@ -9,67 +9,74 @@ from dataclasses import dataclass
 
 from torchrepro_lint.catalog import load_catalog
 from torchrepro_lint.analysis.op_matching.matcher import OpMatch, ops_in
-from torchrepro_lint.analysis.project_uses import ProjectUses
 from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.uses import ProjectUses
 
 DET_MODE_CALL = "`torch.use_deterministic_algorithms(True)`"
 
-# Shared by both rules' documentation (rules/TRP401.md, TRP402.md).
+# Shared by both rules' documentation (rules/TRP401.md, TRP402.md): one short item each.
+EVIDENCE_WHERE = (
+    "Only conditions the code shows count (precision before recall): a `mode`, `pad`, output "
+    "size or `reduce` that is not a literal or a local constant leaves the call silent, as does a "
+    "method on a receiver not shown to be a tensor (a NumPy array never is).",
+    "An argument with a few known values (`'bicubic' if fast else 'linear'`) is reported only "
+    "when every value is. A `pad` display has as many values as it lists, whatever their names "
+    "(`[left, right, top, bottom]` is 4).",
+    "An unknown True/False flag (`antialias=self.flag`, or one that `**kwargs` may pass) is tried "
+    "both ways, and silences the call only if the verdict changes: bilinear with an unknown "
+    "`antialias` (TRP401 without it, TRP402 with it) is silent, while "
+    "`interpolate(mode='bicubic', antialias=<unknown>, **kwargs)` is TRP402 either way "
+    "(`**kwargs` cannot pass `mode` a second time).",
+    "A call in the branch that a module-level helper takes for one value of its parameter "
+    "(`if dims == 3: nn.AvgPool3d(...)` in `avg_pool_nd(dims, ...)`) is reported only where a "
+    "call in the project selects that branch: with a literal (`avg_pool_nd(3, ...)`, `dims=3`, a "
+    "value in a tested tuple), or by leaving out an argument whose default selects it.",
+    "The device need not be known: an op on an unknown device is taken to run on CUDA, where "
+    "these ops vary. A tensor shown to be on the CPU is not reported for a CUDA-only op, nor is "
+    "data-pipeline code (Datasets, transforms, collate functions), taken to work on CPU tensors.",
+)
 EVIDENCE_DECISIONS = (
-    "Conditions must be shown by the code (precision before recall): a `mode`, `pad`, output "
-    "size or `reduce` that is not a literal or a local constant is silent, and so is a method on "
-    "a receiver not shown to be a tensor (NumPy arrays never). An argument with a few known "
-    "values (`'bicubic' if fast else 'linear'`) is reported only when every value is. What the "
-    "shape of the code fixes is used: a `pad` written as a display has as many values as it "
-    "lists, whatever their names (`[left, right, top, bottom]` is 4). An unknown argument "
-    "silences a call only where it could change the verdict: a True/False flag of unknown value "
-    "(`antialias=self.flag`, or one that `**kwargs` may pass) is tried both ways, so "
-    "`interpolate(mode='bicubic', antialias=<unknown>, **kwargs)` is reported (both are TRP402; "
-    "`**kwargs` cannot pass `mode` a second time), while bilinear with an unknown `antialias` "
-    "(TRP401 without it, TRP402 with it) stays silent. A call in the branch that a module-level "
-    "helper takes for one value of its parameter (`if dims == 3: nn.AvgPool3d(...)` in "
-    "`avg_pool_nd(dims, ...)`, copied into many diffusion code bases) is reported only where a "
-    "call in the project selects that branch with a literal (`avg_pool_nd(3, ...)`, "
-    "`dims=3`, a value in a tested tuple) or by leaving out an argument whose default selects "
-    "it; a value that flows from configuration (`dims=cfg.dims`) cannot be seen, so a project "
-    "that builds 3-D models that way is not told (a known false negative, chosen over warning "
-    "every image model about a branch it never takes). The "
-    "device need not be known (CUDA is where these ops are nondeterministic), but a tensor shown "
-    "to be on the CPU is not reported for CUDA-only ops, and neither is data-pipeline code "
-    "(Datasets, transforms, collate functions), which works on CPU tensors."
+    "A helper's branch selected by a value from configuration (`dims=cfg.dims`) cannot be seen, "
+    "so a project that builds 3-D models that way is not told: a known false negative, chosen "
+    "over warning every image model about a branch it never takes.",
+)
+GRAD_NOT_REPORTED = (
+    "Backward-only ops (nondeterministic only in the backward pass, such as upsampling, padding "
+    "and pooling) under `torch.no_grad()`, `torch.inference_mode()` or "
+    "`set_grad_enabled(False)` (block or decorator, also a project decorator named like "
+    "`smart_inference_mode`), and in Lightning's validation, test and predict steps.",
+    "Backward-only ops in Datasets, transforms (`__call__` of a transform class, modules named "
+    "`transforms` / `augmentations`) and collate functions.",
+    "Backward-only ops in checkpoint loading: functions that call `torch.load` / "
+    "`load_state_dict` or are named like `load_*` / `*_filter_fn`, functions handed to "
+    "`register_load_state_dict_pre_hook` / `_post_hook`, module-level helpers called only from "
+    "these, and the top level of a checkpoint converter (a script that loads weights and whose "
+    "module has no `.backward()`, `torch.autograd`, optimizer, `.fit()` or `trainer.train()`).",
+    "Backward-only ops in evaluation-only code, whose output is not backpropagated: the `else` of "
+    "`if self.training:`, the body of `if not self.training:`, or after "
+    "`if self.training: return losses` (only the plain `self.training` test counts).",
+    "Backward-only ops whose result only feeds non-differentiable uses (`> 0.5`, `.gt_()`, "
+    "`.long()`, `.item()`, `.numpy()`), also through views, elementwise math and reductions "
+    "(`.pow(2).mean().numpy()`).",
+    "Backward-only ops on data: an input argument of the `forward` of a top-level model (one the "
+    "project builds outside any `nn.Module`, tests aside), or an entry of it "
+    "(`batch[\"image\"]`), while the name still holds the argument: `x = F.interpolate(x, ...)` "
+    "reads it; after `x = self.encode(x)`, or in a loop that rebinds `x`, it does not.",
+    "Backward-only ops on a frozen attribute of `self`: a buffer, or an "
+    "`nn.Parameter(..., requires_grad=False)` that nothing in the class unfreezes.",
+    "Backward-only ops in code used only without gradients: a module-level function referenced "
+    "only from such code; the methods of a helper class that is not an `nn.Module` (no base "
+    "class, even with a `forward`) built only there; any other method (not `forward` or a "
+    "dunder) of a class built on `nn.Module`, `object` or the project's own classes, when every "
+    "use of its name in the project runs without gradients.",
+    "Backward-only ops in weight-resizing helpers named like `resize_pos_embed` / "
+    "`resample_abs_pos_embed`: module-level ones that nothing references (they resize "
+    "checkpoints), and methods the project calls only without gradients (from a "
+    "`@torch.no_grad()` load_state_dict hook), tests aside.",
 )
 GRAD_DECISIONS = (
-    "Backward-only ops are not reported where nothing is differentiated: under `torch.no_grad()`, "
-    "`torch.inference_mode()` or `set_grad_enabled(False)` (block or decorator, also a project "
-    "decorator named like `smart_inference_mode`), in Dataset classes, transforms (`__call__` of "
-    "transform classes, modules named `transforms` / `augmentations`), collate functions, "
-    "checkpoint-loading functions (they call `torch.load` / `load_state_dict`, or are named like "
-    "`load_*` / `*_filter_fn`, functions handed to `register_load_state_dict_pre_hook` / "
-    "`_post_hook`, and module-level helpers called only from them), the top level of "
-    "a script that loads weights and whose module trains nothing (no `.backward()`, "
-    "`torch.autograd`, optimizer, `.fit()` or `trainer.train()`: a checkpoint converter), Lightning's "
-    "validation/test/predict steps; in a module's evaluation-only code (the `else` of `if "
-    "self.training:`, the body of `if not self.training:`, or after `if self.training: return "
-    "losses`: that output is not backpropagated; only the plain `self.training` test counts); "
-    "when the op's result only feeds non-differentiable uses "
-    "(`> 0.5`, `.gt_()`, `.long()`, `.item()`, `.numpy()`: mask post-processing), followed through "
-    "views and elementwise math and reductions (`.pow(2).mean().numpy()`); in a module-level function "
-    "that the project references only from such code; in the methods of a helper class that is "
-    "not an nn.Module (no base class, even with a `forward`) that the project builds only in such "
-    "code (a pipeline's tiling or padding helper made in its `@torch.no_grad()` `__call__`); on "
-    "an input argument of `forward` of a "
-    "top-level model (built by the project outside any `nn.Module`, test code aside), or an entry "
-    "of it (`batch[\"image\"]`), while the name still holds the argument (`x = F.interpolate(x, "
-    "...)` reads it; after `x = self.encode(x)`, or in a loop that rebinds it, it does not), which is "
-    "data; on attributes of `self` that the class holds frozen (a buffer, or `nn.Parameter(..., "
-    "requires_grad=False)` that nothing in the class unfreezes: a fixed position table); and in never-referenced module-level helpers named like weight resizing "
-    "(`resize_pos_embed`, `resample_abs_pos_embed`), which resize checkpoints, and in methods so "
-    "named that the project calls only without gradients (from a `@torch.no_grad()` "
-    "load_state_dict hook), tests aside; and in any other method (not `forward` or a dunder) of "
-    "a class built on nn.Module, `object` or the project's own classes (in any of its modules), when every use of its "
-    "name in the project runs without gradients (a mask post-processing method called only from "
-    "`@torch.no_grad()` entry points). A framework's subclass (a Trainer, a LightningModule) is "
-    "left out: the framework calls its methods by name, unseen."
+    "A framework's subclass (a Trainer, a LightningModule) never counts as used only without "
+    "gradients: the framework calls its methods by name, where the linter cannot see it.",
 )
 
 # Why the op varies run to run, by catalogue entry id (short: it goes in parentheses).

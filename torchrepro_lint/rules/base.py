@@ -22,7 +22,7 @@ from torchrepro_lint.findings import Finding, Severity
 
 if TYPE_CHECKING:
     from torchrepro_lint.rules.context import LintContext
-    from torchrepro_lint.project.index import ProjectModule
+    from torchrepro_lint.project.modules import ProjectModule
 
 MARKER = "# <-- "
 
@@ -34,6 +34,9 @@ class Example:
     code: str | dict[str, str]
     title: str = ""
     config: dict = field(default_factory=dict)  # [tool.torchrepro-lint] settings, e.g. torch-version
+    # A hazard's same code with the hazard fixed (what `--fix` writes, where the rule has a fix):
+    # shown beside it on the rule's page, and linted by the tests, which expect no finding of the rule.
+    fixed: str | dict[str, str] | None = None
 
     @property
     def files(self) -> dict[str, str]:
@@ -108,14 +111,19 @@ def programs_for(context, module, node) -> list:
 class Rule:
     code: ClassVar[str]
     name: ClassVar[str]  # kebab-case, as in the spec
-    summary: ClassVar[str]  # one line: what it finds
-    why: ClassVar[str]  # why it breaks reproducibility
+    summary: ClassVar[str]  # "What it does": one to three sentences (the rules table shows it)
+    why: ClassVar[str]  # "Why it matters": why it breaks reproducibility
     severity: ClassVar[Severity] = Severity.WARNING
     default_enabled: ClassVar[bool] = True
     fix_safety: ClassVar[str | None] = None  # "safe" | "unsafe" | None
     fix: ClassVar[str] = ""  # what to do (and what --fix will do, when it can)
-    decisions: ClassVar[str] = ""  # where the spec is silent: what we decided and why
-    hazards: ClassVar[tuple[Example, ...]] = ()
+    # The rule page's lists, one short item each (no item over about 120 words):
+    not_reported: ClassVar[tuple[str, ...]] = ()  # look-alikes that are not hazards
+    where_reported: ClassVar[tuple[str, ...]] = ()  # where a finding is placed, what evidence counts
+    decisions: ClassVar[tuple[str, ...]] = ()  # where the spec is silent: what we decided and why
+    options: ClassVar[tuple[str, ...]] = ()  # the `[tool.torchrepro-lint]` keys that change the rule
+    reference: ClassVar[tuple[tuple[str, str], ...]] = ()  # (title, URL): PyTorch's documentation
+    hazards: ClassVar[tuple[Example, ...]] = ()  # the first one is the page's example (with `fixed`)
     traps: ClassVar[tuple[Example, ...]] = ()
     tags: ClassVar[tuple[str, ...]] = ("reproducibility",)
     precision: ClassVar[str] = "high"

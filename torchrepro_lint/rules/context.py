@@ -10,7 +10,9 @@ import libcst as cst
 
 from torchrepro_lint.config import Config
 from torchrepro_lint.findings import Finding, Fix, Severity
-from torchrepro_lint.project.index import _READS, ProjectIndex, ProjectModule, note_read
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import ProjectModule
+from torchrepro_lint.project.reads import RECORDING, note_read
 from torchrepro_lint.project.programs import Program
 from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Rule
@@ -25,14 +27,14 @@ class LintContext:
 
     @property
     def programs(self) -> list[Program]:
-        if _READS:
-            _READS[-1].add(("programs", "*"))
+        if RECORDING:
+            RECORDING[-1].add(("programs", "*"))
         return self._programs
 
     def programs_reaching(self, module: ProjectModule) -> list[Program]:
         """The programs whose code runs something in `module` (for severities and messages)."""
-        if _READS:
-            _READS[-1].add(("programs", module.path))
+        if RECORDING:
+            RECORDING[-1].add(("programs", module.path))
         if self._reaching is None:
             self._reaching = {}
             for program in self._programs:
@@ -68,7 +70,7 @@ class LintContext:
 
         None when the module was only loaded to follow imports: findings belong to linted files.
         """
-        note_read("reported", module.path)  # see staging.Digests
+        note_read("reported", module.path)  # see digests.Digests
         if not module.linted:
             return None
         if isinstance(node, int):

@@ -16,13 +16,29 @@ class ParseError(Rule):
     )
     severity = Severity.ERROR
     fix = "Fix the syntax error (or exclude the file, e.g. a template, with `extend-exclude`)."
+    not_reported = (
+        "Soft keywords used as names (`match = {\"case\": 1}`, a variable called `type`) parse fine; "
+        "such a file is linted as usual.",
+    )
+    where_reported = (
+        "At the position the parser gives, with its message (`file does not parse: invalid syntax`).",
+        "Code that LibCST reads but the Python running torchrepro-lint does not (newer syntax: `type` "
+        "aliases or generics, PEP 701 f-strings) is reported with a message saying so: run "
+        "torchrepro-lint with the project's Python version.",
+        "In a notebook, each code cell is parsed on its own: a cell that does not parse is a TRP000 at "
+        "that cell (`cell 4 does not parse (...)`).",
+    )
     decisions = (
-        "Undecodable and unreadable files are not TRP000: they are reported as errors on stderr "
-        "and make the run exit with status 2, because nothing about their content is known. "
-        "In a notebook, each code cell is parsed on its own first: a cell that does not parse is "
-        "a TRP000 at that cell (`cell 4 does not parse (...)`), and the notebook is linted with "
-        "that cell left out, so the other cells' hazards are still reported. A `.ipynb` file that "
-        "is not valid JSON or not nbformat 4 is an error on stderr (exit status 2)."
+        "Undecodable and unreadable files are not TRP000: they are reported as errors on stderr and "
+        "make the run exit with status 2, because nothing about their content is known.",
+        "A `.ipynb` file that is not valid JSON or not nbformat 4 is an error on stderr (exit status 2), "
+        "not a TRP000.",
+        "A notebook with a cell that does not parse is linted with that cell left out, so the other "
+        "cells' hazards are still reported.",
+    )
+    reference = (
+        ("Python's full grammar specification", "https://docs.python.org/3/reference/grammar.html"),
+        ("SyntaxError", "https://docs.python.org/3/library/exceptions.html#SyntaxError"),
     )
     hazards = (
         Example(
@@ -32,6 +48,11 @@ def train(:  # <-- TRP000
     pass
 ''',
             "A syntax error",
+            fixed='''import torch
+
+def train():
+    pass
+''',
         ),
     )
     traps = (

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.fixes.edits import insert_after_imports, insert_first_in_block, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import torch_randomness, trains
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import insert_after_imports, insert_first_in_block, make_fix, module_name_for
 
 
 class MissingSeed(Rule):
@@ -21,33 +21,62 @@ class MissingSeed(Rule):
         "Seed once, first thing: `torch.manual_seed(seed)` as the first statement of the `__main__` "
         "block (or after the imports of a script), plus `random.seed`/`np.random.seed` where those "
         "draw. A seeding helper of your project or framework (`lightning.seed_everything`, "
-        "`transformers.set_seed`, ...) counts. The fix is unsafe: it changes results, and picks the "
-        "seed from the `seed` setting (default 0)."
+        "`transformers.set_seed`, ...) counts. The fix inserts these calls with the seed of the `seed` "
+        "setting (default 0); it is unsafe because it changes results."
+    )
+    not_reported = (
+        "A program seeded on its path: in the `__main__` block, in `main()`, through a project helper "
+        "in another module or a framework helper (`lightning.seed_everything`, `transformers.set_seed`). "
+        "Conditional seeding (`if args.seed is not None: torch.manual_seed(args.seed)`) counts.",
+        "A program that builds Hugging Face's `Trainer` (or `Seq2SeqTrainer`, a TRL trainer, a "
+        "project's subclass of one): it seeds torch, NumPy and `random` with `args.seed` (42 by "
+        "default) as it is built.",
+        "A program that only evaluates loaded weights (a checkpoint, `from_pretrained`, torchvision "
+        "`weights=`) and does not train: building its modules does not count, nor do their dropout "
+        "layers, which draw only in a training-mode forward pass.",
+        "A program that exports a model (ONNX, TorchScript, `torch.export`) and does not train: a "
+        "tensor drawn only as the example input of `torch.jit.trace`/`torch.onnx.export` shapes no result.",
+        "A program with no torch randomness, such as a NumPy-only data generator.",
+        "A library module: it is not a program. Its `__main__` block (a model file's smoke test) is "
+        "reported only when it trains (builds an optimizer).",
+        "A guard-less file that pytest collects (`test_*.py` or `*_test.py` with `test*` functions or "
+        "`Test*` classes): pytest imports it and seeds as its fixtures do, which the linter does not "
+        "see. Its own `__main__` block is still a program.",
+        "A program that seeds only with `torch.cuda.manual_seed` or `torch.cuda.manual_seed_all`: it "
+        "gets TRP106 instead.",
+    )
+    where_reported = (
+        "Once per program, at its `if __name__ == \"__main__\":` guard; at line 1 of a guard-less script.",
+        "Randomness: building `nn` modules (parameter init), random tensor functions (`torch.randn`, "
+        "`randperm`, ...), dropout in training, a shuffling DataLoader, random samplers, splits and "
+        "transforms. The message names the first one found.",
+        "A PEFT adapter initialised at random (`get_peft_model(model, LoraConfig(...))`) builds "
+        "parameters as a module does; TRP105 lists which initialisations draw.",
+        "Seeding: `torch.manual_seed`, a known framework helper, a function named in `seed-functions`, "
+        "or a project function that calls one of these. Hugging Face's trainers seed; "
+        "`accelerate.Accelerator` does not.",
     )
     decisions = (
-        "Reported once per program at its `__main__` guard (line 1 for a guard-less script). "
-        "A program that seeds only `random`/NumPy but not torch gets TRP101 (torch is what is "
-        "missing), never TRP102 as well. A program that seeds only with `torch.cuda.manual_seed*` "
-        "gets TRP106 instead. The `__main__` block of a library module (a model file's smoke test) "
-        "is only reported when it builds an optimizer. A library module is one that project code "
-        "imports, or one of a package the project distributes: its pyproject's `[project] name` "
-        "(`vit-pytorch` -> `vit_pytorch`), `[tool.setuptools] packages` or `packages.find` "
-        "`include`, `[tool.poetry] packages` (spec silent on how to tell; a package's "
-        "`__main__.py` stays a program: it is the package's command). A guard-less file that pytest "
-        "collects (`test_*.py` / `*_test.py` with `test*` functions or `Test*` classes) is not a "
-        "script: pytest imports it, seeding as its fixtures do, which the linter does not see; its "
-        "own `__main__` block is still a program. Building modules (and their dropout layers, "
-        "which draw only in a training-mode forward pass) does not count as randomness when the "
-        "program only evaluates loaded weights (a checkpoint, `from_pretrained`, "
-        "torchvision `weights=`, and no training), and a tensor drawn only as the example input of "
-        "`torch.jit.trace`/`torch.onnx.export` is not a draw that shapes any result; a program that "
-        "exports a model (ONNX, TorchScript, `torch.export`) and does not train is not reported. "
-        "A PEFT adapter initialised at random (`get_peft_model(model, LoraConfig(...))`; TRP105 "
-        "says which inits draw) builds parameters like a module. Hugging Face's trainers and a "
-        "project's subclasses of them seed (`args.seed`); `accelerate.Accelerator` does not. A "
-        "`seed_everything(...)` method of an object the linter cannot place (`fabric` as a "
-        "parameter of the function given to `fabric.launch`) is taken as Lightning Fabric's, "
-        "which seeds torch, NumPy and random."
+        "A program that seeds only `random`/NumPy but not torch gets TRP101 (torch is what is missing), "
+        "never TRP102 as well.",
+        "A library module (the spec does not say how to tell) is one that project code imports, or one "
+        "of a package the project distributes: its pyproject's `[project] name` (`vit-pytorch` -> "
+        "`vit_pytorch`), `[tool.setuptools] packages` or `packages.find` `include`, or "
+        "`[tool.poetry] packages`. A package's `__main__.py` stays a program: it is the package's command.",
+        "A `seed_everything(...)` method of an object the linter cannot place (`fabric`, a parameter of "
+        "the function given to `fabric.launch`) is taken as Lightning Fabric's, which seeds torch, "
+        "NumPy and `random`.",
+        "A program too large to follow to the end (the analysis stops at a step limit) is not "
+        "reported: a seed in the part not followed might be missed.",
+    )
+    options = (
+        "`seed`: the seed the fix inserts (default 0).",
+        "`seed-functions`: helpers the linter cannot see (installed packages) that seed `random`, "
+        "NumPy and torch; a call of one counts as seeding.",
+    )
+    reference = (
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("torch.manual_seed", "https://pytorch.org/docs/stable/generated/torch.manual_seed.html"),
     )
     hazards = (
         Example(
@@ -64,6 +93,19 @@ if __name__ == "__main__":  # <-- TRP101
     main()
 ''',
             "A training script with no seed anywhere",
+            fixed='''import torch
+from torch import nn
+
+def main():
+    model = nn.Linear(10, 2)
+    loader = torch.utils.data.DataLoader(range(100), batch_size=8, shuffle=True)
+    for batch in loader:
+        model(torch.randn(8, 10)).sum().backward()
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    main()
+''',
         ),
         Example(
             '''import torch  # <-- TRP101

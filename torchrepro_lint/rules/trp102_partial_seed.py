@@ -3,10 +3,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.fixes.edits import insert_after, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import main_path_seeds
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import insert_after, make_fix, module_name_for
 
 
 class PartialSeed(Rule):
@@ -22,16 +22,36 @@ class PartialSeed(Rule):
     fix = (
         "Seed every generator the program draws from, next to the torch seed and with the same "
         "expression: `random.seed(seed)` / `np.random.seed(seed)`. Better, use a generator object "
-        "(`np.random.default_rng(seed)`) passed where it is needed."
+        "(`np.random.default_rng(seed)`) passed where it is needed. The fix inserts the missing calls "
+        "on the line after the seeding call, when that call passes its seed positionally."
     )
-    decisions = (
-        "Reported at the program's torch seeding (the statement in the entry module, or the call "
-        "of the helper that seeds). A program that seeds random/NumPy but not torch is TRP101's "
-        "case, so it is not reported twice. `random.seed()` / `np.random.seed()` without a seed "
-        "does not count as seeding (that is TRP104). A draw assigned to a variable named as a seed "
-        "(`seed = args.seed if args.seed is not None else random.randint(0, 2**32 - 1)`) makes the "
-        "run's seed, logged and given to torch as rules.md's TRP104 trap describes: it is not counted "
-        "as drawing from that generator."
+    not_reported = (
+        "`import numpy` (or `import random`) without a draw from the global generator, e.g. "
+        "`np.zeros(3)` only.",
+        "A helper that seeds all three generators (`lightning.seed_everything(5)`, "
+        "`transformers.set_seed`, a function named in `seed-functions`).",
+        "A program that seeds `random`/NumPy but not torch: that is TRP101's finding, not reported twice.",
+        "A draw assigned to a variable named as a seed (`seed = args.seed if args.seed is not None "
+        "else random.randint(0, 2**32 - 1)`): it makes the run's seed, which is logged and given to "
+        "torch (TRP104's trap), so it does not count as drawing from that generator.",
+    )
+    where_reported = (
+        "At the program's torch seeding: the statement in the entry module, or the call of the helper "
+        "that seeds. The message names the first draw from each unseeded generator.",
+        "Draws: calls of Python's `random` module functions (`random.shuffle`, ...) and NumPy's global "
+        "generator (`np.random.randint`, ...), anywhere in the program, other modules included.",
+        "torch counts as seeded only on the program's own path: a `worker_init_fn` that seeds each "
+        "DataLoader worker does not seed the main process.",
+        "`random.seed()` / `np.random.seed()` without a seed does not count as seeding (that is TRP104).",
+    )
+    options = (
+        "`seed-functions`: helpers the linter cannot see (installed packages) that seed `random`, "
+        "NumPy and torch.",
+    )
+    reference = (
+        ("Reproducibility: Python and NumPy", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("random.seed", "https://docs.python.org/3/library/random.html#random.seed"),
+        ("numpy.random.seed", "https://numpy.org/doc/stable/reference/random/generated/numpy.random.seed.html"),
     )
     hazards = (
         Example(
@@ -47,6 +67,18 @@ if __name__ == "__main__":
     main()
 ''',
             "torch seeded, `random` drawn from",
+            fixed='''import random
+import torch
+
+def main():
+    torch.manual_seed(0)
+    random.seed(0)
+    files = ["a.jpg", "b.jpg", "c.jpg"]
+    random.shuffle(files)
+
+if __name__ == "__main__":
+    main()
+''',
         ),
         Example(
             '''import numpy as np

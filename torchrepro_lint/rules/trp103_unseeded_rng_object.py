@@ -42,15 +42,32 @@ class UnseededRngObject(Rule):
         "on every run even when everything else is seeded."
     )
     fix = "Pass a seed derived from the run's seed: `np.random.default_rng(seed)`."
+    not_reported = (
+        "`torch.Generator()`: it starts from a fixed default seed, not from OS entropy.",
+        "An object created with a seed (`np.random.default_rng(seed)`); a seed passed as a variable is trusted.",
+        "An object seeded (`rng.seed(s)`) or restored from a saved state (`rng.bit_generator.state = "
+        "saved`, `set_state`, `setstate`, `__setstate__`, as its kind has them) in the same block "
+        "before anything else uses it, or in every branch of an `if` there.",
+        "An object on `self` or a module global that is seeded (`.seed(s)`) anywhere in its class or module.",
+        "An object re-created with a seed in the same function or class "
+        "(`self.rng = random.Random(seed + epoch)`).",
+    )
+    where_reported = (
+        "At the constructor call: `np.random.default_rng()`, `np.random.RandomState()`, "
+        "`random.Random()` with no argument or `None`, and `np.random.Generator(...)` of a bit "
+        "generator (`PCG64()`, `MT19937()`, `Philox()`, `SFC64()`, `PCG64DXSM()`) without a seed.",
+        "Every such call is reported, whether or not a program reaches it.",
+    )
     decisions = (
-        "`torch.Generator()` is not reported: it starts from a fixed default seed. Not reported "
-        "either: an object seeded (`rng.seed(s)`) or restored from a saved state "
-        "(`rng.bit_generator.state = saved`, `set_state`, `setstate`, `__setstate__`, as its kind "
-        "has them) in the same block before anything else uses it, or in every branch of an `if` "
-        "there; an object on `self` or a module global seeded anywhere in the class or module (a "
-        "restore elsewhere runs only when resuming, so it does not count); an object re-created "
-        "with a seed in the same function or class (`self.rng = random.Random(seed + epoch)`). "
-        "A seed passed as a variable is trusted."
+        "A restore elsewhere than right after creation (`if saved_state is not None: rng.bit_generator.state = "
+        "saved_state`; a `set_state` in another method) runs only when resuming, so it does not count: "
+        "a fresh run still starts from OS entropy.",
+    )
+    reference = (
+        ("NumPy: random.default_rng", "https://numpy.org/doc/stable/reference/random/generator.html#numpy.random.default_rng"),
+        ("NumPy: seeding and entropy", "https://numpy.org/doc/stable/reference/random/bit_generators/index.html#seeding-and-entropy"),
+        ("Python: random.Random", "https://docs.python.org/3/library/random.html#random.Random"),
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
     )
     # Candidates are calls resolving to one of CONSTRUCTORS; each spells its class's name.
     triggers = last_names(CONSTRUCTORS)
@@ -63,6 +80,12 @@ def make_masks(n):
     return rng.random(n) > 0.5
 ''',
             "A generator from OS entropy",
+            fixed='''import numpy as np
+
+def make_masks(n, seed):
+    rng = np.random.default_rng(seed)
+    return rng.random(n) > 0.5
+''',
         ),
         Example(
             '''import random

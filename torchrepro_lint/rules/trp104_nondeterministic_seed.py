@@ -34,10 +34,37 @@ class NondeterministicSeed(Rule):
         "from OS entropy."
     )
     fix = "Use a fixed seed from configuration; if you want a fresh seed per run, log it, then seed with it."
+    not_reported = (
+        "A fresh seed drawn, then printed or logged, then used (`seed = int(time.time()); "
+        "logging.info(\"seed: %d\", seed); torch.manual_seed(seed)`): the run can be repeated from the log.",
+        "A fresh seed stored on an object, such as the run's config (`cfg.seed = int(time.time()); "
+        "random.seed(cfg.seed)`), which is saved with the run.",
+        "A seed from configuration or a parameter (`torch.manual_seed(args.seed)`).",
+        "`torch.seed()` whose result is kept: assigned to a variable that is then recorded, stored on "
+        "an object or in a container, or used in an expression.",
+    )
+    where_reported = (
+        "At the seeding call: `torch.manual_seed`, `torch.cuda.manual_seed(_all)`, `random.seed` or "
+        "`np.random.seed`, whose seed comes from `time.time()` (or `time_ns`, `perf_counter`, "
+        "`monotonic`), `datetime.now()`/`utcnow()`/`today()`, `os.getpid()`, `os.urandom`, "
+        "`uuid.uuid1`/`uuid4`, `secrets`, `random.SystemRandom` or `torch.seed()`.",
+        "The source counts inside the seed expression (`int(time.time()) % 1000`) or in the value "
+        "assigned to the variable passed as the seed, unless that variable is recorded.",
+        "At `random.seed()` / `np.random.seed()` with no argument or `None`, and at a bare `torch.seed()` "
+        "statement: each reseeds from OS entropy.",
+        "At a framework helper called with no seed or `seed=None`, only where None means a random "
+        "seed: mmengine's and mmcv's `set_random_seed`, detectron2's `seed_all_rng`.",
+        "Every such call is reported, whether or not a program reaches it.",
+    )
     decisions = (
-        "Drawing a fresh seed, printing or logging it (or storing it on a config object), then "
-        "seeding with it is reproducible from the log and not reported. Framework helpers are "
-        "reported with `seed=None` only where None means a random seed (mmengine, mmcv, detectron2)."
+        "A variable counts as recorded when, in the same function, another call takes it as an "
+        "argument (a `print`, a logger call) or it is stored on an attribute or in a subscript.",
+    )
+    reference = (
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("torch.manual_seed", "https://pytorch.org/docs/stable/generated/torch.manual_seed.html"),
+        ("torch.seed", "https://pytorch.org/docs/stable/generated/torch.seed.html"),
+        ("random.seed", "https://docs.python.org/3/library/random.html#random.seed"),
     )
     # Candidates are calls resolving to a seeding call, a seed helper, or torch.seed.
     triggers = last_names(SEED_CALLS, [q for q, h in KNOWN_HELPERS.items() if h.random_when_seed_none], ["torch.seed"])
@@ -49,6 +76,11 @@ import torch
 torch.manual_seed(int(time.time()))  # <-- TRP104
 ''',
             "Seeding from the clock",
+            fixed='''import time
+import torch
+
+torch.manual_seed(0)
+''',
         ),
         Example(
             '''import random

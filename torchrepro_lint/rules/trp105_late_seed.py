@@ -15,61 +15,84 @@ class LateSeed(Rule):
         "hides well, because everything after the seed does repeat."
     )
     fix = "Move the seeding call before the first model construction or random draw."
-    decisions = (
-        "Reported at the seeding call in the entry program (the call of the helper that seeds, "
-        "when seeding happens in another module). A draw whose value becomes the seed is no late "
-        "seed, also through the seeding function's assignments (`seed = broadcast(drawn).item(); "
-        "torch.manual_seed(seed + rank)`, torchtune's `set_seed()` without a seed), and so is a draw "
-        "assigned to a variable whose name says seed (`seed = torch.randint(1 << 31, size=[])`), "
-        "whichever way its value then reaches the seeding call (a config dict, NumPy's generator), unless "
-        "it seeds a generator object (`generator.manual_seed(seed)`: what that generator draws then "
-        "follows the unseeded draw, as accelerate's XLA data loaders do). On a path where the program "
-        "declined an optional seed (a branch that seeds, on a condition that names a seed: `if "
-        "args.seed is not None: set_seed(args.seed)`, not taken), a later reseed "
-        "for something else (sd-scripts' sample images, each from its prompt's seed) is not reported: "
-        "that run chose to stay random. Constructing a DataLoader, a sampler or an "
-        "optimizer draws nothing yet. Loading a checkpoint over a freshly built model makes its "
-        "random init irrelevant, whether the load comes before the seed or after it on the same "
-        "path (a load on one branch only leaves the other branch's run with the unseeded init). A draw matters only when what it drew outlives the seed: "
+    not_reported = (
+        "A draw whose value becomes the seed (`seed = torch.randint(0, 2**31, (1,)).item(); "
+        "torch.manual_seed(seed)`), also through the seeding function's own assignments "
+        "(`seed = broadcast(drawn).item(); torch.manual_seed(seed + rank)`, torchtune's `set_seed()` "
+        "without a seed).",
+        "A draw assigned to a variable whose name says seed (`seed = torch.randint(1 << 31, size=[])`), "
+        "whichever way its value then reaches the seeding call (a config dict, NumPy's generator). "
+        "Unless it seeds a generator object (`generator.manual_seed(seed)`): what that generator draws "
+        "then follows the unseeded draw, as in accelerate's XLA data loaders.",
+        "Constructing a DataLoader, a sampler or an optimizer before the seed: they draw nothing until used.",
+        "A model whose weights are then loaded from a checkpoint, before the seed or after it on the "
+        "same path: the load makes its random init irrelevant.",
+        "A pretrained model whose checkpoint holds every weight: a generation head "
+        "(`AutoModelForCausalLM`, `...MaskedLM`, `...Seq2SeqLM`, `...ConditionalGeneration`), the score "
+        "head of a reward model (a checkpoint the code names `reward_...`), a pretrained VAE, UNet, text "
+        "encoder, tokenizer or scheduler (`AutoencoderKL.from_pretrained`).",
+        "A PEFT adapter whose init draws nothing: `init_lora_weights` \"pissa\", \"olora\", \"corda\", "
+        "\"mica\", \"loftq\" or \"eva\" (computed from the weights or from data), "
+        "`low_cpu_mem_usage=True` (empty weights, loaded later), `PeftModel.from_pretrained` (loads the adapter).",
+        "A fresh adapter in a program that does not train (no optimizer, `backward` or trainer): LoRA's "
+        "B starts at zero, so until training the model computes what its base does.",
+    )
+    where_reported = (
+        "At the seeding call in the entry program, or at the call of the helper that seeds when "
+        "seeding happens in another module.",
+        "Draws that count: building modules, random tensor functions, `random_split`, iterating a "
+        "DataLoader; only when what they drew outlives the seed.",
         "`from_pretrained` of a transformers task model whose head is made for the user's labels "
         "(`...For<Task>` with a classification, multiple-choice, question-answering, segmentation, "
-        "detection, CTC or x-vector task, e.g. `AutoModelForSequenceClassification`) counts, since "
-        "that head is missing from a base checkpoint and initialised randomly; a generation head "
-        "(`AutoModelForCausalLM`, `...MaskedLM`, `...Seq2SeqLM`, `...ConditionalGeneration`) comes "
-        "with its checkpoint, and so does the score head of a reward model (a checkpoint the code "
-        "names `reward_...`), and a pretrained VAE, UNet, text encoder, tokenizer or scheduler "
-        "(`AutoencoderKL.from_pretrained`) loads everything it has and draws nothing. Module-level "
-        "code of an imported module inside `try:` under an environment condition (`if "
-        "os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an import-time "
-        "probe: neither a draw nor CUDA evidence. Hugging Face's `Trainer` (and `Seq2SeqTrainer`, "
-        "TRL's `SFTTrainer`, `DPOTrainer`, `GRPOTrainer`, `RewardTrainer`, `KTOTrainer`, "
-        "`RLOOTrainer`, which call its constructor) seeds torch, NumPy and `random` with "
-        "`args.seed` as it is built (read in its `__init__`): a model built before it was drawn "
-        "unseeded; the message says so and suggests `set_seed` first or `model_init=`. A project's "
-        "own subclass of one of them seeds the same way when it has no `__init__` of its own or its "
-        "`__init__` reaches the base's (`super().__init__(...)`, `Trainer.__init__(self, ...)`), "
-        "at that point: what its `__init__` draws before is drawn unseeded; a subclass whose "
-        "`__init__` never calls the base's does not seed. PEFT adapters initialised at random are "
-        "a draw that outlives a later seed (they are trained from): `get_peft_model`, "
+        "detection, CTC or x-vector task, e.g. `AutoModelForSequenceClassification`): that head is "
+        "missing from a base checkpoint and initialised randomly.",
+        "PEFT adapters initialised at random, which are trained from: `get_peft_model`, "
         "`inject_adapter_in_model`, `PeftModel(...)`/`PeftModelFor...(...)` and `LoraModel` with a "
-        "`LoraConfig` whose `init_lora_weights` is True (the default: kaiming A), \"gaussian\", "
-        "False (`nn.Linear`'s own random A and B), \"orthogonal\", \"pissa_niter_<n>\" or "
-        "\"lora_ga\" (randomized SVD), an `AdaLoraConfig`, or an `IA3Config(init_ia3_weights=False)`; "
-        "not \"pissa\", \"olora\", \"corda\", \"mica\", \"loftq\" or \"eva\" (computed from the "
-        "weights or from data), not `low_cpu_mem_usage=True` (empty weights, loaded later), not "
-        "`PeftModel.from_pretrained` (loads the adapter). A config the code does not show (a "
-        "parameter, a function's result, `**kwargs`) is taken to be LoRA's default; an "
-        "`init_lora_weights=` taken from configuration (`args.init`) is the author's choice and "
-        "not taken to draw (PEFT's own OLoRA and PiSSA examples do so, defaulting to their "
-        "method); other PEFT methods (VeRA, LoHa, prompt tuning, ...) are not modelled. A fresh "
-        "adapter matters only to a program that trains (an optimizer, `backward`, a trainer): "
-        "LoRA's B starts at zero, so until training the model computes what its base does. TRL's `SFTTrainer`, "
-        "`DPOTrainer`, `GRPOTrainer`, `KTOTrainer` and `RLOOTrainer` call `get_peft_model` on "
-        "their `peft_config=` before Trainer's constructor seeds (read in their `__init__`), so "
-        "without an earlier seed the adapter is drawn unseeded: reported at the trainer, whose "
-        "message names the adapter and asks for `set_seed` before it (`model_init=` does not "
-        "help: the adapter is added after it). Where the code passes a config decided at run time (TRL's scripts pass `get_peft_config(model_args)`, None unless `--use_peft`; a parameter; `config if flag else None`) the message says the adapter is drawn when a config is given rather than asserting it. `RewardTrainer` seeds first. Files quoted in "
-        "messages are shown relative to the working directory, like the findings' own paths."
+        "`LoraConfig` whose `init_lora_weights` is True (the default: kaiming A), \"gaussian\", False "
+        "(`nn.Linear`'s own random A and B), \"orthogonal\", \"pissa_niter_<n>\" or \"lora_ga\" "
+        "(randomized SVD); an `AdaLoraConfig`; an `IA3Config(init_ia3_weights=False)`.",
+        "Hugging Face's `Trainer` (and `Seq2SeqTrainer`, TRL's `SFTTrainer`, `DPOTrainer`, "
+        "`GRPOTrainer`, `RewardTrainer`, `KTOTrainer`, `RLOOTrainer`, which call its constructor) "
+        "seeds torch, NumPy and `random` with `args.seed` in its `__init__`: a model built before it "
+        "was drawn unseeded. Reported at the trainer; the message suggests `set_seed` first or `model_init=`.",
+        "A project's subclass of one of these trainers seeds the same way, at the point where its "
+        "`__init__` reaches the base's (`super().__init__(...)`, `Trainer.__init__(self, ...)`) or "
+        "when it has no `__init__`: what its `__init__` draws before is drawn unseeded. A subclass "
+        "whose `__init__` never calls the base's does not seed.",
+        "TRL's `SFTTrainer`, `DPOTrainer`, `GRPOTrainer`, `KTOTrainer` and `RLOOTrainer` call "
+        "`get_peft_model` on their `peft_config=` before Trainer's constructor seeds: without an "
+        "earlier seed the adapter is drawn unseeded. Reported at the trainer; the message names the "
+        "adapter and asks for `set_seed` before it (`model_init=` does not help: the adapter is added "
+        "after it). `RewardTrainer` seeds first.",
+        "Where the code passes a `peft_config` decided at run time (TRL's scripts pass "
+        "`get_peft_config(model_args)`, None unless `--use_peft`; a parameter; `config if flag else "
+        "None`), the message says the adapter is drawn when a config is given, rather than asserting it.",
+        "Files quoted in messages are shown relative to the working directory, like the findings' own paths.",
+    )
+    decisions = (
+        "A load on one branch only does not save the other branch's run: that run keeps the "
+        "unseeded init and is reported.",
+        "A `LoraConfig` the code does not show (a parameter, a function's result, `**kwargs`) is "
+        "taken to be LoRA's default. An `init_lora_weights=` taken from configuration (`args.init`) is "
+        "the author's choice and not taken to draw (PEFT's own OLoRA and PiSSA examples do so, "
+        "defaulting to their method). Other PEFT methods (VeRA, LoHa, prompt tuning, ...) are not modelled.",
+        "On a path where the program declined an optional seed (a branch that seeds, on a condition "
+        "that names a seed: `if args.seed is not None: set_seed(args.seed)`, not taken), a later "
+        "reseed for something else (sd-scripts' sample images, each from its prompt's seed) is not "
+        "reported: that run chose to stay random.",
+        "Module-level code of an imported module inside `try:` under an environment condition "
+        "(`if os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an "
+        "import-time probe: neither a draw nor CUDA evidence.",
+    )
+    options = (
+        "`seed-functions`: helpers the linter cannot see (installed packages) that seed `random`, "
+        "NumPy and torch; where a call of one comes decides whether the seed is late.",
+    )
+    reference = (
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("torch.manual_seed", "https://pytorch.org/docs/stable/generated/torch.manual_seed.html"),
+        ("Transformers: Trainer (`model_init`)", "https://huggingface.co/docs/transformers/main_classes/trainer"),
+        ("PEFT: LoRA initialization", "https://huggingface.co/docs/peft/developer_guides/lora#initialization"),
     )
     hazards = (
         Example(
@@ -85,6 +108,17 @@ if __name__ == "__main__":
     main()
 ''',
             "Model built, then seeded",
+            fixed='''import torch
+import torch.nn as nn
+
+def main():
+    torch.manual_seed(0)
+    model = nn.Linear(32, 10)
+    print(model(torch.randn(1, 32)))
+
+if __name__ == "__main__":
+    main()
+''',
         ),
         Example(
             {

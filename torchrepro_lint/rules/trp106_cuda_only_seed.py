@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.fixes.edits import make_fix, module_name_for, replace
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import torch_randomness
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import make_fix, module_name_for, replace
 
 
 class CudaOnlySeed(Rule):
@@ -18,10 +18,30 @@ class CudaOnlySeed(Rule):
         "the CPU generator, which stays on OS entropy."
     )
     fix_safety = "safe"
-    fix = "Use `torch.manual_seed(seed)`, which seeds the CPU generator and every CUDA device."
-    decisions = (
-        "Reported at the CUDA seeding statement, in programs that draw from torch at all and never "
-        "call `torch.manual_seed` (or a helper that does). Such programs get TRP106, not TRP101."
+    fix = (
+        "Use `torch.manual_seed(seed)`, which seeds the CPU generator and every CUDA device. The fix "
+        "replaces the called function, keeping the arguments and the module's spelling of torch."
+    )
+    not_reported = (
+        "A program that also seeds torch: `torch.manual_seed` beside the CUDA seed, or a helper that calls it.",
+        "A program with no torch randomness (it draws only from `random`, say): the CUDA seed has "
+        "nothing to protect.",
+        "A CUDA seeding call that no program reaches, such as a helper nobody calls.",
+    )
+    where_reported = (
+        "At each `torch.cuda.manual_seed` or `torch.cuda.manual_seed_all` call the program reaches: in "
+        "the entry module, or inside the helper that makes it, in whatever module.",
+        "Only in programs that draw from torch and never call `torch.manual_seed` (or a helper that "
+        "does). Such programs get TRP106, not TRP101.",
+    )
+    options = (
+        "`seed-functions`: helpers the linter cannot see (installed packages) that seed `random`, "
+        "NumPy and torch; a program that calls one is seeded.",
+    )
+    reference = (
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("torch.manual_seed", "https://pytorch.org/docs/stable/generated/torch.manual_seed.html"),
+        ("torch.cuda.manual_seed_all", "https://pytorch.org/docs/stable/generated/torch.cuda.manual_seed_all.html"),
     )
     hazards = (
         Example(
@@ -33,6 +53,13 @@ if __name__ == "__main__":
     model = nn.Linear(4, 4).cuda()
 ''',
             "Only the GPUs seeded",
+            fixed='''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4).cuda()
+''',
         ),
         Example(
             '''import torch

@@ -15,10 +15,36 @@ class UnseededSpawnedWorker(Rule):
         "workers do, and every worker of every run initialises differently."
     )
     fix = "Seed (and set determinism flags) inside the worker function, e.g. with `seed + rank`."
+    not_reported = (
+        "A worker that seeds itself (`torch.manual_seed(100 + rank)`, a seeding helper, "
+        "`torch.cuda.manual_seed*`) or claims determinism.",
+        "A process started without the spawn method (`multiprocessing.Process` with no spawn context "
+        "or `set_start_method(\"spawn\")`): taken to be forked, it inherits the parent's seeded state.",
+        "A worker that draws nothing from torch (it only prints, say).",
+        "A spawn in a program whose parent neither seeds nor claims determinism: the worker loses "
+        "nothing it would have inherited.",
+    )
+    where_reported = (
+        "At the spawn call: `torch.multiprocessing.spawn` (`mp.spawn`), `start_processes` with "
+        "`start_method=\"spawn\"`, `get_context(\"spawn\").Process(target=...)`, or "
+        "`multiprocessing.Process` after `set_start_method(\"spawn\")`.",
+        "Only when the parent seeds or claims determinism before the spawn, and the target, followed as "
+        "part of the program, does torch randomness but neither seeds torch nor claims determinism.",
+    )
     decisions = (
-        "Covers `torch.multiprocessing.spawn`, `start_processes` with the spawn method, "
-        "`get_context(\"spawn\").Process` and `multiprocessing.Process` after "
-        "`set_start_method(\"spawn\")`. A forked process inherits the parent's state and is not reported."
+        "A target too large to follow to the end (the analysis stops at a step limit) is not reported: "
+        "without all of its effects, a seed in it might be missed.",
+    )
+    options = (
+        "`seed-functions`: helpers the linter cannot see (installed packages) that seed `random`, "
+        "NumPy and torch; a worker that calls one seeds itself.",
+        "`deterministic-functions`: helpers the linter cannot see that enable deterministic mode; "
+        "they count as claiming determinism, in the parent or in the worker.",
+    )
+    reference = (
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("torch.multiprocessing: spawning subprocesses", "https://pytorch.org/docs/stable/multiprocessing.html#spawning-subprocesses"),
+        ("Python: contexts and start methods", "https://docs.python.org/3/library/multiprocessing.html#contexts-and-start-methods"),
     )
     hazards = (
         Example(
@@ -34,6 +60,18 @@ if __name__ == "__main__":
     mp.spawn(worker, args=(2,), nprocs=2)  # <-- TRP107
 ''',
             "mp.spawn after seeding the parent",
+            fixed='''import torch
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+def worker(rank, world, seed):
+    torch.manual_seed(seed + rank)
+    model = nn.Linear(10, 10)
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    mp.spawn(worker, args=(2, 0), nprocs=2)
+''',
         ),
         Example(
             '''import multiprocessing

@@ -3,8 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchrepro_lint.rules.context import describe
-from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import make_fix, replace
 
 
 def _independent(a: frozenset, b: frozenset) -> bool:
@@ -23,16 +23,39 @@ class BenchmarkWithDeterminism(Rule):
         "switch quietly takes it away."
     )
     fix_safety = "safe"
-    fix = "Set `cudnn.benchmark = False` on the path that claims determinism."
+    fix = (
+        "Set `cudnn.benchmark = False` on the path that claims determinism. The fix turns the "
+        "reported `True` into `False`, in an assignment or a `benchmark=True` keyword."
+    )
+    not_reported = (
+        "A switch in a branch exclusive with the claim: `if args.deterministic: ... else: "
+        "cudnn.benchmark = True`.",
+        "`cudnn.benchmark = not args.deterministic`.",
+        "A switch reset to `False` on the claiming path: it is no longer on at the end.",
+        "Two switches set under independent runtime flags (`if cfg.cudnn_benchmark:` and "
+        "`if args.deterministic:`): a configuration choice, not a contradiction.",
+        "Code that is imported but never runs, such as the `__init__` of a class that is never "
+        "instantiated.",
+        "`allow_tf32` and the other cuDNN flags.",
+    )
+    where_reported = (
+        "At the switch that turns benchmark mode on: `cudnn.benchmark = True` (any alias), "
+        "`torch.backends.cudnn.flags(benchmark=True)`, or Lightning's `Trainer(benchmark=True)`.",
+        "Only when, on some path of the program, benchmark mode is still on at the end while "
+        "determinism is claimed on that path (`use_deterministic_algorithms(True)`, "
+        "`cudnn.deterministic = True`, a helper with its deterministic switch on, ...).",
+        "A process the program spawns (`torch.multiprocessing.spawn`, ...) is checked as a run of "
+        "its own, starting from default flags.",
+        "Once per switch, however many programs reach it.",
+    )
     decisions = (
-        "Reported at the benchmark switch when, on some path of the program, it is still True at "
-        "the end while determinism is claimed. Branches exclusive with the claim (`if det: ... "
-        "else: benchmark = True`), `benchmark = not deterministic`, and a reset to False on the "
-        "claiming path are understood. Two switches set under independent runtime flags "
-        "(`if cfg.cudnn_benchmark:` and `if args.deterministic:`) are a configuration choice, not "
-        "reported. Also `cudnn.flags(benchmark=True)` and Lightning's `Trainer(benchmark=True)`; "
         "Lightning's `Trainer(deterministic=True)` without `benchmark=` sets benchmark to False "
-        "(its accelerator connector does), which resets an earlier `cudnn.benchmark = True`."
+        "(its accelerator connector does), so it resets an earlier `cudnn.benchmark = True`.",
+    )
+    options = ("`deterministic-functions`: calls to these helpers claim determinism.",)
+    reference = (
+        ("Reproducibility: CUDA convolution benchmarking", "https://pytorch.org/docs/stable/notes/randomness.html#cuda-convolution-benchmarking"),
+        ("torch.backends.cudnn.benchmark", "https://pytorch.org/docs/stable/backends.html#torch.backends.cudnn.benchmark"),
     )
     hazards = (
         Example(
@@ -43,6 +66,12 @@ if __name__ == "__main__":
     torch.backends.cudnn.benchmark = True  # <-- TRP201
 ''',
             "Both switches on",
+            fixed='''import torch
+
+if __name__ == "__main__":
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+''',
         ),
         Example(
             {

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.fixes.edits import insert_after, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import DET_MODE
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import insert_after, make_fix, module_name_for
 
 
 class CudnnOnlyDeterminism(Rule):
@@ -20,12 +20,26 @@ class CudnnOnlyDeterminism(Rule):
     fix_safety = "unsafe"
     fix = (
         "Add `torch.use_deterministic_algorithms(True)` next to it (with `warn_only=True` to find "
-        "the offending ops first). Unsafe: ops without a deterministic implementation will raise."
+        "the offending ops first). The fix adds it on the line after the flag; there is no fix for "
+        "`with cudnn.flags(deterministic=True):`, whose flag ends with the block. Unsafe: ops "
+        "without a deterministic implementation will raise."
     )
-    decisions = (
-        "Reported at each `cudnn.deterministic = True` (or `cudnn.flags(deterministic=True)`) that "
-        "runs in a program which enables deterministic mode on no path, counting helpers that do "
-        "(`transformers.set_seed(..., deterministic=True)`, Lightning's `Trainer(deterministic=True)`)."
+    not_reported = (
+        "A program that also calls `torch.use_deterministic_algorithms(True)` (`warn_only=True` "
+        "included) on some path.",
+        "A program whose helper enables deterministic mode: `transformers.set_seed(..., "
+        "deterministic=True)`, Lightning's `Trainer(deterministic=True)`.",
+        "A flag in code that no program runs.",
+    )
+    where_reported = (
+        "At each `cudnn.deterministic = True` or `cudnn.flags(deterministic=True)` that runs in a "
+        "program which enables deterministic mode on no path.",
+        "Once per flag, however many programs reach it.",
+    )
+    options = ("`deterministic-functions`: calls to these helpers enable deterministic mode.",)
+    reference = (
+        ("Reproducibility: Avoiding nondeterministic algorithms", "https://pytorch.org/docs/stable/notes/randomness.html#avoiding-nondeterministic-algorithms"),
+        ("torch.use_deterministic_algorithms", "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"),
     )
     hazards = (
         Example(
@@ -36,6 +50,13 @@ if __name__ == "__main__":
     torch.backends.cudnn.deterministic = True  # <-- TRP202
 ''',
             "The classic recipe",
+            fixed='''import torch
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True)
+''',
         ),
         Example(
             {

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from torchrepro_lint.fixes.edits import insert_after_imports, insert_before, make_fix, module_name_for
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import insert_after_imports, insert_before, make_fix, module_name_for
 
 FIXED_IN = (2, 10)
 
@@ -17,13 +17,42 @@ class CublasWorkspaceConfig(Rule):
         "The check is in 2.9.1's library and gone from 2.10.0, so only older releases are affected."
     )
     fix_safety = "safe"
-    fix = 'Add `os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")` at the top of the entry module.'
+    fix = (
+        'Set the variable before cuBLAS is first used. The fix adds `os.environ.setdefault('
+        '"CUBLAS_WORKSPACE_CONFIG", ":4096:8")` after the imports of the entry module (importing '
+        '`os` if needed), or, when deterministic mode is enabled in a helper module, right before '
+        "the enabling call."
+    )
+    not_reported = (
+        "A program that sets the variable (`os.environ[...] =`, `setdefault`, `putenv`, `update`) "
+        "on any path.",
+        "A helper that sets it too: `transformers.enable_full_determinism`, Lightning's "
+        "`Trainer(deterministic=True)`.",
+        "Anything on torch 2.10 and newer.",
+    )
+    where_reported = (
+        "At each call that enables deterministic mode: `torch.use_deterministic_algorithms(True)` "
+        "(also with `warn_only=True`, which makes cuBLAS calls warn instead of raise), "
+        '`torch.set_deterministic_debug_mode("error"|"warn"|2|1)` (or a mode that is not a '
+        "literal), or a helper that enables it.",
+        "Only in a program that never sets `CUBLAS_WORKSPACE_CONFIG`, and only when `torch-version` "
+        "is older than 2.10.",
+    )
     decisions = (
-        "Version-gated by `torch-version` (default: the installed torch, else the newest): silent "
-        "on 2.10 and newer. Reported at the call that enables deterministic mode when the program "
-        "never sets the variable (helpers that set it, such as `transformers.enable_full_determinism` "
-        "or Lightning's `Trainer(deterministic=True)`, count). A variable exported by a launcher "
-        "script is invisible to a linter: silence with `# noqa: TRP203` there."
+        "Setting the variable anywhere in the program counts; whether it comes before the first "
+        "cuBLAS use is not checked (precision first).",
+        "A variable exported by a launcher script or a job's environment is invisible to a "
+        "linter: silence the finding with `# noqa: TRP203` on the reported line.",
+    )
+    options = (
+        "`torch-version`: the release the code runs on (default: the installed torch, else the "
+        "newest); the rule is silent on 2.10 and newer.",
+        "`deterministic-functions`: calls to these helpers enable deterministic mode (and are "
+        "reported like `use_deterministic_algorithms(True)`).",
+    )
+    reference = (
+        ("torch.use_deterministic_algorithms (torch 2.9)", "https://docs.pytorch.org/docs/2.9/generated/torch.use_deterministic_algorithms.html"),
+        ("CUDA semantics: cuBLAS workspaces", "https://pytorch.org/docs/stable/notes/cuda.html#cublas-workspaces"),
     )
     hazards = (
         Example(
@@ -34,6 +63,13 @@ if __name__ == "__main__":
 ''',
             "torch 2.9, variable never set",
             {"torch-version": "2.9"},
+            fixed='''import torch
+import os
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+''',
         ),
         Example(
             '''import torch

@@ -7,7 +7,7 @@ from torchrepro_lint.rules.base import Example, Rule
 class IneffectivePythonHashSeed(Rule):
     code = "TRP204"
     name = "ineffective-pythonhashseed"
-    summary = "`PYTHONHASHSEED` set from inside the running program."
+    summary = "`PYTHONHASHSEED` set from inside the running program, too late to change its hashing."
     why = (
         "Python reads `PYTHONHASHSEED` once, at interpreter start-up. Setting it in `os.environ` "
         "cannot change this process's string hashing (so set iteration order stays randomised); "
@@ -17,9 +17,20 @@ class IneffectivePythonHashSeed(Rule):
         "Set it where Python is launched (`PYTHONHASHSEED=0 python train.py`, the job script, the "
         "container's environment), or avoid depending on set order (`sorted(...)`)."
     )
-    decisions = (
-        "Reported at the assignment (`os.environ[...] =`, `setdefault`, `putenv`, `update`) when a "
-        "program runs it, once however many programs reach it. Other environment variables are not reported."
+    not_reported = (
+        "Other environment variables, such as `CUBLAS_WORKSPACE_CONFIG`.",
+        "An environment built for a child process: `subprocess.run(..., env=dict(os.environ, "
+        'PYTHONHASHSEED="0"))`.',
+        "An assignment in code that no program runs.",
+    )
+    where_reported = (
+        'At the statement that sets it: `os.environ["PYTHONHASHSEED"] = ...`, '
+        '`os.environ.setdefault(...)`, `os.environ.update(...)`, or `os.putenv(...)`.',
+        "Only when a program runs it; once, however many programs reach it.",
+    )
+    reference = (
+        ("Python: PYTHONHASHSEED", "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED"),
+        ("Python: object.__hash__", "https://docs.python.org/3/reference/datamodel.html#object.__hash__"),
     )
     hazards = (
         Example(
@@ -34,6 +45,15 @@ if __name__ == "__main__":
     seed_everything(42)
 ''',
             "The popular seed_everything recipe",
+            fixed='''import random
+
+def seed_everything(seed):
+    random.seed(seed)
+    # PYTHONHASHSEED is set where Python starts: `PYTHONHASHSEED=0 python train.py`
+
+if __name__ == "__main__":
+    seed_everything(42)
+''',
         ),
         Example(
             '''import os

@@ -19,62 +19,88 @@ class SeededNotDeterministic(Rule):
     )
     fix_safety = "unsafe"
     fix = (
-        "Add `torch.use_deterministic_algorithms(True)` after the seed (and "
-        "`torch.backends.cudnn.benchmark = False`). Unsafe: it can slow training down and makes "
-        "ops without a deterministic implementation raise; `warn_only=True` finds them first."
+        "Add `torch.use_deterministic_algorithms(True)` after the seed; the fix inserts it on the "
+        "line after the reported seeding statement. Keep `torch.backends.cudnn.benchmark` off "
+        "(TRP201 reports it when on). Unsafe: it can slow training down and makes ops without a "
+        "deterministic implementation raise; `warn_only=True` finds them first."
     )
-    decisions = (
-        "Once per program, at its torch seeding (in the entry module). CUDA use must be visible: "
-        "`.cuda()`, a `\"cuda\"` device (also through a variable, `torch.device(x)` of such a "
-        "value, or an attribute of a project class, in this module or imported from another: "
-        "`self.device` set in a method of the class or of a project base class, the class "
-        "attribute or dataclass default read as `Config.device` or `cfg.device` from `cfg = "
-        "Config(...)`, a constructor argument kept on `self`; a keyword or a dataclass field's "
-        "position given at construction replaces the default, a literal assigned later in a "
-        "method without a condition replaces earlier values, and so does one stored on the "
-        "object or class, `cfg.device = \"cpu\"`; a device stored on an object from outside its "
-        "class, `trainer.device = \"cuda\"`, is what its methods then read as `self.device`; one "
-        "level of chain is followed, `self.cfg.device` where `self.cfg = Config(...)` and "
-        "`cfg.train.device` where the dataclass field is `train: TrainConfig = "
-        "field(default_factory=TrainConfig)`, when the outer object is built in view; built "
-        "with `Config(**overrides)`, or returned by a function, an object's attributes are "
-        "unknown), the nccl backend. Any call given a CUDA `device=` keyword counts, whatever "
-        "the callee: measured on 16 training repositories, the calls it adds beyond torch's own "
-        "(`.to(device=...)`, Lightning's precision plugins and `SingleDeviceStrategy`, model "
-        "loaders such as yolov5's `attempt_load`, diffusers' `enable_model_cpu_offload`, project "
-        "helpers that move a model) all put work on that device; the one exception seen, "
-        "Lightning's `get_available_flops(device=torch.device(\"cuda\"))` (it only reads the "
-        "device's name), is a test of Lightning's whose `torch.device(\"cuda\")` counts by "
-        "itself, so tightening the rule would remove no wrong finding. Programs whose device comes only from "
-        "configuration are not reported. The device-generic APIs count as "
-        "CUDA (an accelerator is a GPU whose kernels have the same hazards): a kept or used "
+    not_reported = (
+        "A CPU-only program, or one whose device comes only from configuration: an unknown device "
+        "is not taken for CUDA.",
+        "A program that claims determinism in any way, `cudnn.deterministic = True` included "
+        "(TRP202 covers what that flag misses).",
+        "Asking about the device without using it: printing or comparing the accelerator, "
+        "`device_count()`, `torch.cuda.synchronize()` inside `if "
+        "torch.cuda.is_available():` (a timing helper waits for work put there by something else).",
+        'Lightning\'s `accelerator="auto"`, `accelerate.Accelerator()` (also with `cpu=False`, the '
+        'default, or `mixed_precision="fp16"`, which it drops on a CPU) and Hugging Face\'s '
+        "`Trainer`: each uses a GPU only when one is present.",
+        "A program whose only seed is the one Hugging Face's `Trainer` (or a project subclass) sets "
+        "as it is built (`args.seed`, 42 unless given).",
+        "A seed only in a `worker_init_fn`: it seeds each worker, not the main process.",
+        '`torch.amp.GradScaler(enabled=False)` and `torch.autocast(device_type="cpu")`.',
+    )
+    where_reported = (
+        "Once per program that seeds torch, uses CUDA and claims no determinism: at its torch "
+        "seeding statement in the entry module, or at the call of the helper that seeds. The "
+        "message names the CUDA evidence found.",
+        'CUDA evidence: `.cuda()`, a `"cuda"` device (also through a variable, or `torch.device(x)` '
+        'of such a value), the nccl backend (`init_process_group("nccl")`), and any call given a '
+        "CUDA `device=` keyword, whatever the callee.",
+        "CUDA evidence, a device kept on a project class (in this module or imported): "
+        "`self.device` set in a method of the class or of a project base class; a class "
+        "attribute or dataclass default read as `Config.device`, or as `cfg.device` after "
+        "`cfg = Config(...)`; a constructor argument kept on `self`.",
+        "Such a device is replaced by a keyword, or a dataclass field's position, given at "
+        "construction; a literal assigned later in a method without a condition; one stored on "
+        'the object or class (`cfg.device = "cpu"`). A device stored from outside the class '
+        '(`trainer.device = "cuda"`) is what its methods then read as `self.device`.',
+        "Attribute chains, one level: `self.cfg.device` where `self.cfg = Config(...)`, and "
+        "`cfg.train.device` where the field is `train: TrainConfig = "
+        "field(default_factory=TrainConfig)`, when the outer object is built in view. Built with "
+        "`Config(**overrides)`, or returned by a function, an object's attributes are unknown.",
+        "CUDA evidence, device-generic APIs: a kept or used "
         "`torch.accelerator.current_accelerator()`, `torch.accelerator.set_device_index` / "
         "`device_index`, `torch.accelerator.is_available()` where it picks a device, "
         "`torch.autocast` / `torch.amp.autocast` with a CUDA `device_type`, `torch.amp.GradScaler` "
-        "(its device defaults to `\"cuda\"`; not with `enabled=False`), "
-        "`torch.set_default_device(\"cuda\")`, Lightning's `Trainer(accelerator=\"gpu\"|\"cuda\")` "
-        "(or `Fabric(accelerator=...)` likewise) "
-        "or `gpus=N`. Asking is not using: printing or comparing the accelerator, "
-        "`device_count()`, and Lightning's `accelerator=\"auto\"` (a GPU only if one is present) "
-        "are not evidence by themselves, nor is `torch.cuda.synchronize()` inside `if "
-        "torch.cuda.is_available():` (a timing helper waits for work put there by something else). Frameworks, as read in "
-        "their sources: Lightning's "
-        "`seed_everything` (also `Fabric.seed_everything`) seeds torch, numpy and random; "
-        "`Trainer(deterministic=True|\"warn\")` calls `use_deterministic_algorithms` (warn_only "
-        "for \"warn\"), sets `CUBLAS_WORKSPACE_CONFIG` and, unless `benchmark=` is given, turns "
-        "cuDNN benchmark off; `Trainer(benchmark=True)` turns it on. Hugging Face "
-        "`set_seed(seed, deterministic=True)` and `enable_full_determinism` (also the CUBLAS "
-        "variable and benchmark off) claim determinism, as does `TrainingArguments("
-        "full_determinism=True)`; accelerate's `set_seed(seed, device_specific, deterministic)` "
-        "likewise; composer's `reproducibility.seed_all` seeds, and its "
-        "`configure_deterministic_mode()` turns deterministic mode on (its `Trainer(seed=None)` "
-        "draws a random seed, so the Trainer is not taken to seed). `accelerate.Accelerator()` and "
-        "Hugging Face's `Trainer` use a GPU only when one "
-        "is present (like `accelerator=\"auto\"`), so they are not CUDA evidence; nor is "
-        "`Accelerator(cpu=False)` (the default) or `Accelerator(mixed_precision=\"fp16\")`, which "
-        "it drops on a CPU. The seed a `Trainer` (or a project subclass of it) sets by itself as it "
-        "is built (`args.seed`, 42 unless given) does not make a program 'seeded' here: "
-        "only a seeding call the program makes shows that its author counts on repeatable runs."
+        '(its device defaults to `"cuda"`), `torch.set_default_device("cuda")`.',
+        'CUDA evidence, Lightning: `Trainer(accelerator="gpu"|"cuda")`, `Fabric(accelerator=...)` '
+        "likewise, or `gpus=N`.",
+        "Seeding and determinism, Lightning: `seed_everything` (also `Fabric.seed_everything`) "
+        'seeds torch, NumPy and `random`. `Trainer(deterministic=True|"warn")` calls '
+        '`use_deterministic_algorithms` (`warn_only` for `"warn"`), sets `CUBLAS_WORKSPACE_CONFIG`, '
+        "and, unless `benchmark=` is given, turns cuDNN benchmark off; `Trainer(benchmark=True)` "
+        "turns it on.",
+        "Seeding and determinism, Hugging Face: `set_seed(seed, deterministic=True)` and "
+        "`enable_full_determinism` (which also sets the cuBLAS variable and turns benchmark off) "
+        "claim determinism, as does `TrainingArguments(full_determinism=True)`. Accelerate's "
+        "`set_seed(seed, device_specific, deterministic)` likewise.",
+        "Seeding and determinism, Composer: `reproducibility.seed_all` seeds, and "
+        "`configure_deterministic_mode()` turns deterministic mode on. Its `Trainer(seed=None)` "
+        "draws a random seed, so the `Trainer` is not taken to seed.",
+    )
+    decisions = (
+        "Device-generic APIs count as CUDA: an accelerator is a GPU whose kernels have the same "
+        "hazards.",
+        "Any call given a CUDA `device=` keyword counts, whatever the callee: such calls "
+        "(`.to(device=...)`, Lightning's precision plugins and `SingleDeviceStrategy`, model "
+        "loaders such as yolov5's `attempt_load`, diffusers' `enable_model_cpu_offload`, project "
+        "helpers that move a model) put work on that device. The one exception seen in training "
+        'code, Lightning\'s `get_available_flops(device=torch.device("cuda"))`, only reads the '
+        'device\'s name; it is in a Lightning test whose `torch.device("cuda")` counts by itself, '
+        "so a narrower rule would remove no wrong finding.",
+        "Only a seeding call the program makes shows that its author counts on repeatable runs, "
+        "so a trainer's own default seed does not make the program seeded.",
+    )
+    options = (
+        "`seed-functions`: calls to these helpers seed torch.",
+        "`deterministic-functions`: calls to these helpers enable deterministic mode, which "
+        "silences the rule.",
+    )
+    reference = (
+        ("Reproducibility", "https://pytorch.org/docs/stable/notes/randomness.html"),
+        ("Reproducibility: Avoiding nondeterministic algorithms", "https://pytorch.org/docs/stable/notes/randomness.html#avoiding-nondeterministic-algorithms"),
+        ("torch.use_deterministic_algorithms", "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"),
     )
     hazards = (
         Example(
@@ -86,6 +112,14 @@ if __name__ == "__main__":
     model = nn.Conv2d(3, 8, 3).cuda()
 ''',
             "Seeded, on CUDA, no determinism",
+            fixed='''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    model = nn.Conv2d(3, 8, 3).cuda()
+''',
         ),
         Example(
             '''import torch

@@ -6,8 +6,8 @@ import libcst as cst
 
 from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.findings import Severity
-from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule, last_names
+from torchrepro_lint.rules.edits import make_fix, replace
 
 CUDNN = "torch.backends.cudnn."
 # Attributes torch.backends.cudnn really has (its module class's properties and functions).
@@ -32,10 +32,36 @@ class NoOpDeterminismSwitch(Rule):
     )
     severity = Severity.ERROR
     fix_safety = "safe"
-    fix = "Use the intended spelling or call: `cudnn.deterministic = True`, `torch.use_deterministic_algorithms(True)`."
+    fix = (
+        "Use the intended spelling or call: `cudnn.deterministic = True`, "
+        "`torch.use_deterministic_algorithms(True)`. The fix renames a misspelt flag to the "
+        "closest real one (only when one is close), turns `f = value` into `f(value)`, and `==` "
+        "into `=`; it leaves augmented and annotated assignments alone."
+    )
+    not_reported = (
+        "Real cuDNN flags and functions: `enabled`, `benchmark`, `benchmark_limit`, "
+        "`deterministic`, `allow_tf32`, `fp32_precision`, `conv`, `rnn`, `depthwise_kernel`, "
+        "`version`, `is_available`, `is_acceptable`, `flags`, `set_flags`, `CUDNN_TENSOR_DTYPES`.",
+        "A comparison whose result is used: `assert cudnn.deterministic == True`, "
+        "`ok = cudnn.benchmark == False`.",
+        "A user object that happens to be called `cudnn` (names are resolved, not matched as text).",
+    )
+    where_reported = (
+        "At an assignment to an attribute of `torch.backends.cudnn` (any alias) that is not one of "
+        "its real flags or functions; the message names the closest real flag when one is near.",
+        "At an assignment to `torch.use_deterministic_algorithms` or "
+        "`torch.set_deterministic_debug_mode`.",
+        "At a statement that is only a comparison `==` of `cudnn.deterministic`, "
+        "`cudnn.benchmark` or `cudnn.enabled`.",
+    )
     decisions = (
-        "Reported wherever it appears, reachable or not: it is wrong in any context. An unknown "
-        "cudnn attribute is reported with the closest real flag when one is near."
+        "Reported in unreachable code too: the statement is wrong in any context, and whoever "
+        "calls it later gets no determinism.",
+    )
+    reference = (
+        ("torch.backends.cudnn", "https://pytorch.org/docs/stable/backends.html#module-torch.backends.cudnn"),
+        ("torch.use_deterministic_algorithms", "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"),
+        ("torch.set_deterministic_debug_mode", "https://pytorch.org/docs/stable/generated/torch.set_deterministic_debug_mode.html"),
     )
     # Candidates are assignments to (or comparisons of) a name resolving under
     # torch.backends.cudnn, whose text spells `cudnn`, or to one of REBOUND_FUNCTIONS.
@@ -48,6 +74,11 @@ torch.backends.cudnn.determinstic = True  # <-- TRP206
 torch.backends.cudnn.benchmarks = False  # <-- TRP206
 ''',
             "Misspelt flags",
+            fixed='''import torch
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+''',
         ),
         Example(
             '''import torch

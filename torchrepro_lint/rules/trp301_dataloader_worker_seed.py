@@ -6,11 +6,11 @@ from torchrepro_lint.analysis.dataflow.classes import callee_classes, derives_fr
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.dataflow.dict_views import dict_view, literal
 from torchrepro_lint.analysis.syntax import arg, int_value, is_none
-from torchrepro_lint.project.extract.literals import is_false
+from torchrepro_lint.analysis.literals import is_false
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.programs import seeds_torch
-from torchrepro_lint.fixes.edits import add_keywords, insert_after_imports, make_fix, module_name_for
 from torchrepro_lint.rules.base import Example, Rule, programs_for
+from torchrepro_lint.rules.edits import add_keywords, insert_after_imports, make_fix, module_name_for
 
 DATALOADER = "torch.utils.data.DataLoader"
 # Library loaders that are DataLoader subclasses and pass **kwargs on to it.
@@ -56,37 +56,51 @@ class DataLoaderWorkerSeed(Rule):
     fix_safety = "unsafe"
     fix = (
         "Give the loader its own seeded generator and seed the workers from it, as in PyTorch's "
-        "reproducibility notes:\n\n"
-        "```python\n"
-        "def seed_worker(worker_id):\n"
-        "    worker_seed = torch.initial_seed() % 2**32\n"
-        "    numpy.random.seed(worker_seed)\n"
-        "    random.seed(worker_seed)\n\n"
-        "g = torch.Generator()\n"
-        "g.manual_seed(seed)\n"
-        "DataLoader(dataset, num_workers=4, worker_init_fn=seed_worker, generator=g)\n"
-        "```\n\n"
-        "The fix is unsafe: it changes which samples and augmentations a run sees."
+        "reproducibility notes. The fix passes `generator=torch.Generator().manual_seed(seed)` "
+        "(the `seed` option) and `worker_init_fn=seed_worker`, and adds the notes' `seed_worker` "
+        "helper after the imports, once per module, importing `torch`, `numpy` and `random` as "
+        "needed. Unsafe: it changes which samples and augmentations a run sees."
+    )
+    not_reported = (
+        "`num_workers` absent, `0`, or a name bound to `0`: everything happens in the main process.",
+        "A loader given `generator=` or `worker_init_fn=` (either one), directly or through a "
+        "visible `**kwargs` dict.",
+        "Opaque arguments, which may carry either argument: `**kwargs` received as a parameter or "
+        "returned by a call, a dict built partly from one, or any `*args`.",
+        "A project subclass whose own code passes `generator=` or `worker_init_fn=`.",
+        "A loader built in a Lightning module or datamodule when the project calls "
+        "`seed_everything(..., workers=True)`, or Fabric's `fabric.seed_everything(...)` (its "
+        "`workers` defaults to True) and passes loaders through `fabric.setup_dataloaders`: "
+        "Lightning then adds its own `worker_init_fn`.",
+    )
+    where_reported = (
+        "At the loader's construction: every matching call, reachable from a program or not.",
+        "Loaders: `torch.utils.data.DataLoader` (any alias, or a class variable bound to it), "
+        "project subclasses, PyTorch Geometric's loaders and torchdata's `StatefulDataLoader`. "
+        "Subclasses count by keyword only; torch's own `DataLoader` by position too.",
+        "`num_workers` may be > 0 when it is a positive literal, any non-literal expression "
+        "(`args.workers`, `min(8, os.cpu_count())`), or a key of a `**kwargs` dict built in the "
+        "same function: a literal, `dict(...)`, `.update(...)` (a conditional one counts as made), "
+        "`d[k] = v`, `a if c else b`.",
+        "A warning; a note when every program that runs the call's function seeds torch (the "
+        "stream is reproducible, but fragile). For a method no program is seen calling (a "
+        "framework hook), the programs that reach its module decide.",
     )
     decisions = (
         "Either argument is enough to stay silent: `generator=` fixes the base seed and the "
-        "shuffle order, and a user's `worker_init_fn` is trusted to seed the workers. "
-        "`num_workers` counts as possibly > 0 when it is a positive literal, any non-literal "
-        "expression (`args.workers`, `min(8, os.cpu_count())`), or a key of a `**kwargs` dict "
-        "built in the same function (literal, `dict(...)`, `.update(...)`, `d[k] = v`, "
-        "`a if c else b`; a conditional `.update` counts as made). A dict that is partly opaque "
-        "(a parameter, a call's result) silences the rule, as does `*args`. Project subclasses "
-        "of DataLoader, PyTorch Geometric's loaders and torchdata's `StatefulDataLoader` count, by "
-        "keyword only; a subclass whose "
-        "own code passes `generator`/`worker_init_fn` is trusted. A loader built in a Lightning "
-        "(data)module is not reported when the project calls `seed_everything(..., workers=True)`, "
-        "or Fabric's `fabric.seed_everything(...)` (whose `workers` defaults to True) in a project "
-        "that passes loaders through `fabric.setup_dataloaders`: Lightning then adds its own "
-        "worker_init_fn. Severity is a note when every "
-        "program that runs the call's function seeds torch (the stream is reproducible, but "
-        "fragile), a warning otherwise. For a method no program is seen calling (a framework "
-        "hook), the programs that reach its module decide; for a plain function nobody calls, "
-        "the level is a warning and the message names both outcomes."
+        "shuffle order, and a user's `worker_init_fn` (or a project subclass that passes either "
+        "argument itself) is trusted to seed the workers.",
+        "For a plain function nobody calls, the level is a warning and the message names both "
+        "outcomes (random worker seeds in an unseeded program, shifted ones in a seeded one).",
+    )
+    options = (
+        "`seed`: the seed the fix gives the loader's generator (default 0).",
+        "`seed-functions`: calls to these helpers seed torch, which lowers the finding to a note.",
+    )
+    reference = (
+        ("Reproducibility: DataLoader", "https://pytorch.org/docs/stable/notes/randomness.html#dataloader"),
+        ("Randomness in multi-process data loading", "https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading"),
+        ("torch.utils.data.DataLoader", "https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader"),
     )
     # A candidate needs workers: a `num_workers` keyword or dict key, or the sixth positional
     # argument of a call resolving to torch's DataLoader itself. (Loader subclasses, whatever
@@ -101,6 +115,21 @@ def make_loader(dataset, args):
     return DataLoader(dataset, batch_size=32, shuffle=True, num_workers=args.workers)  # <-- TRP301
 ''',
             "Workers from configuration, no generator",
+            fixed='''import torch
+from torch.utils.data import DataLoader
+import numpy as np
+import random
+
+
+def seed_worker(worker_id):
+    # From the PyTorch reproducibility notes: derive each worker's seeds from torch's.
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)
+
+def make_loader(dataset, args):
+    return DataLoader(dataset, batch_size=32, shuffle=True, num_workers=args.workers, generator=torch.Generator().manual_seed(0), worker_init_fn=seed_worker)
+''',
         ),
         Example(
             '''import torch

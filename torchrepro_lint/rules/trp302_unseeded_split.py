@@ -24,7 +24,7 @@ SKLEARN = {
 class UnseededSplit(Rule):
     code = "TRP302"
     name = "unseeded-split"
-    summary = "A random train/validation split without its own seed in a program that does not fix it."
+    summary = "A random train/validation split without its own seed, in a program that does not seed it or seeds it per rank."
     why = (
         "`random_split` without `generator=` draws the permutation from torch's global generator; "
         "scikit-learn splitters without `random_state` draw from NumPy's. In a program that does "
@@ -37,18 +37,39 @@ class UnseededSplit(Rule):
         ".manual_seed(seed))`, `train_test_split(..., random_state=seed)`, "
         "`KFold(n, shuffle=True, random_state=seed)`."
     )
+    not_reported = (
+        "A split given its own seed: `generator=` a generator, `random_state=` a value other than "
+        "`None`.",
+        "A split in a program that seeds the generator it draws from with one seed for every process.",
+        "`KFold` / `StratifiedKFold` without a literal `shuffle=True`, `train_test_split("
+        "shuffle=False)`, and a `shuffle=` whose value cannot be read.",
+        "A call with `*args` or `**kwargs`.",
+        "Hugging Face `datasets`' `Dataset.train_test_split`: its receiver's type is unknown here.",
+    )
+    where_reported = (
+        "At the call: `torch.utils.data.random_split`, or scikit-learn's `train_test_split`, "
+        "`KFold`, `StratifiedKFold`, `ShuffleSplit`, `StratifiedShuffleSplit`, "
+        "`GroupShuffleSplit`; every matching call, reachable from a program or not.",
+        "When a program that runs the split's function never seeds the generator it draws from: "
+        "torch's for `random_split`, NumPy's global one for scikit-learn (`random_state=None` "
+        "uses it). For a method no program is seen calling, the programs that reach its module "
+        "decide.",
+        "When such a program seeds it per rank: a seed expression that mentions a rank "
+        "(`seed + rank`, `get_rank()`, `local_rank`, `RANK`), or accelerate's `set_seed(seed, "
+        "device_specific=True)`, which adds the process index to the seed.",
+        "When no program reaches the split (see the decisions).",
+    )
     decisions = (
-        "Seeding is judged per program that runs the split's function (for a method no program "
-        "is seen calling: that reaches its module): a program counts as seeding "
-        "when it seeds torch (NumPy for scikit-learn, whose `random_state=None` uses NumPy's "
-        "global generator) anywhere, without checking that the seed comes before the split "
-        "(precision first). A seed expression that mentions a rank (`seed + rank`, "
-        "`get_rank()`, `local_rank`, `RANK`) is per rank, and so is accelerate's "
-        "`set_seed(seed, device_specific=True)` (it adds the process index to the seed). A split that no program reaches is "
-        "reported as a warning: the caller's seeding is unknown and the fix is free. "
-        "`KFold`/`StratifiedKFold` are reported only with a literal `shuffle=True`; "
-        "`train_test_split(shuffle=False)` is not random. HF `datasets`' `Dataset.train_test_split` "
-        "is not recognised (its receiver type is unknown here)."
+        "A program that seeds the generator anywhere counts as seeding; whether the seed comes "
+        "before the split is not checked (precision first).",
+        "A split that no program reaches is reported as a warning: its caller's seeding is "
+        "unknown, and giving the split its own seed costs nothing.",
+    )
+    options = ("`seed-functions`: calls to these helpers seed torch, NumPy and `random`.",)
+    reference = (
+        ("torch.utils.data.random_split", "https://pytorch.org/docs/stable/data.html#torch.utils.data.random_split"),
+        ("torch.Generator", "https://pytorch.org/docs/stable/generated/torch.Generator.html"),
+        ("scikit-learn: Controlling randomness", "https://scikit-learn.org/stable/common_pitfalls.html#controlling-randomness"),
     )
     # Candidates are calls resolving to random_split or one of the sklearn splitters.
     triggers = last_names([RANDOM_SPLIT], SKLEARN)
@@ -66,6 +87,17 @@ if __name__ == "__main__":
     main()
 ''',
             "No seed anywhere in the program",
+            fixed='''import torch
+from torch.utils.data import random_split
+
+def main():
+    data = torch.utils.data.TensorDataset(torch.arange(100))
+    train, val = random_split(data, [80, 20], generator=torch.Generator().manual_seed(0))
+    return train, val
+
+if __name__ == "__main__":
+    main()
+''',
         ),
         Example(
             '''import torch

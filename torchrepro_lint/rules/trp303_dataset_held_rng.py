@@ -34,34 +34,47 @@ class DatasetHeldRng(Rule):
         "pickled copy every epoch, the same stream repeats every epoch."
     )
     fix = (
-        "Create the generator lazily, once per worker, from the worker's seed:\n\n"
-        "```python\n"
-        "def _generator(self):\n"
-        "    if self._rng is None:\n"
-        "        info = torch.utils.data.get_worker_info()\n"
-        "        seed = info.seed if info is not None else torch.initial_seed()\n"
-        "        self._rng = np.random.default_rng(seed % 2**32)\n"
-        "    return self._rng\n"
-        "```\n\n"
-        "or reseed it from a `worker_init_fn` that calls `get_worker_info()`; or draw from "
-        "torch's global generator, which the DataLoader seeds per worker."
+        "Create the generator lazily, once per worker, from the worker's seed "
+        "(`torch.utils.data.get_worker_info().seed`, as in the example; in the main process, a fixed "
+        "seed or `torch.initial_seed()`), or reseed it from a "
+        "`worker_init_fn` that calls `get_worker_info()`; or draw from torch's global generator, "
+        "which the DataLoader seeds per worker. The right seed depends on the design."
+    )
+    not_reported = (
+        "A generator created lazily or reseeded outside `__init__`: assigned, or reseeded with "
+        "`.seed()`, `.manual_seed()`, `.set_state()` (or its `.state` / `.bit_generator` "
+        "replaced), in another method: a per-worker re-creation, a per-epoch reseed hook, a "
+        "method a `worker_init_fn` calls on the dataset.",
+        "A generator that a function calling `get_worker_info()` replaces or reseeds on the "
+        "worker's dataset: `info.dataset.rng = ...`, `ds = info.dataset; ds.rng.seed(s)`.",
+        "A generator drawn from only in `__init__` (the main process), or only compared "
+        "(`if self.rng is None`).",
+        "The same generator in a `Sampler`: samplers run in the main process.",
+    )
+    where_reported = (
+        "At the `self.<rng> = ...` assignment in the class's own `__init__`, for "
+        "`np.random.default_rng`, `np.random.RandomState`, `np.random.Generator`, "
+        "`random.Random`, `torch.Generator` (also with `.manual_seed(s)` chained).",
+        "Datasets: project classes deriving from `Dataset`, `IterableDataset` or `TensorDataset`, "
+        "a torchvision dataset, or PyTorch Geometric's `Dataset` / `InMemoryDataset`.",
+        "Transforms: classes with `__call__` that derive from a torchvision or albumentations "
+        "transform, or that the project passes to `Compose([...])` (or `RandomApply`, "
+        "`RandomChoice`, `RandomOrder`, `OneOf`, `SomeOf`), as `transform=` (or `transforms=`, "
+        "`target_transform=`, `pre_transform=`, `augment=`, `augmentation=`), or assigns to "
+        "`self.transform` and the like.",
+        "Draws: uses of the attribute in `__getitem__`, `__getitems__`, `__iter__` or `__call__`, "
+        "or in methods they call on `self`, transitively.",
     )
     decisions = (
-        "Datasets are project classes deriving from `Dataset`/`IterableDataset` (also "
-        "torchvision datasets and PyTorch Geometric's `Dataset`/`InMemoryDataset`). A transform "
-        "is a class with `__call__` that derives from a torchvision or albumentations transform, "
-        "or that the project passes to a `Compose([...])` or as `transform=` (or a similar "
-        "keyword). Draws are uses of the attribute in `__getitem__`/`__getitems__`/`__iter__`/"
-        "`__call__` or in methods they call on `self`. Only a reseed that reaches the object "
-        "counts. Not reported: an attribute assigned or reseeded (`.seed()`, `.manual_seed()`, "
-        "`.set_state()`) in a method other than `__init__` (a per-worker re-creation, a "
-        "per-epoch reseed hook, a method a `worker_init_fn` calls on the dataset); an attribute "
-        "that a function calling `get_worker_info()` replaces or reseeds on the worker's dataset "
-        "(`info.dataset.rng = ...`, `ds = info.dataset; ds.rng.seed(s)`). Still reported: a "
-        "`worker_init_fn` that reseeds only the global `random` / `np.random` (the reproducibility "
-        "notes' `seed_worker`), and a dataset that calls `get_worker_info()` only to shard its "
-        "data: every worker's copy of the object still starts in the same state. The same generator in a Sampler is fine: "
-        "samplers run in the main process. No fix: the right seed depends on the design."
+        "Only a reseed that reaches the object itself counts. Still reported: a `worker_init_fn` "
+        "that reseeds only the global `random` / `np.random` (the reproducibility notes' "
+        "`seed_worker`), and a dataset that calls `get_worker_info()` only to shard its data: "
+        "every worker's copy of the object still starts in the same state.",
+    )
+    reference = (
+        ("Randomness in multi-process data loading", "https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading"),
+        ("torch.utils.data.get_worker_info", "https://pytorch.org/docs/stable/data.html#torch.utils.data.get_worker_info"),
+        ("Reproducibility: DataLoader", "https://pytorch.org/docs/stable/notes/randomness.html#dataloader"),
     )
     # A candidate is `self.x = <one of RNG_CONSTRUCTORS>(...)` in the class's own __init__,
     # in this file.
@@ -83,6 +96,26 @@ class NoisyImages(Dataset):
         return self.images[i] + self.rng.normal(size=self.images[i].shape)
 ''',
             "A seeded NumPy generator on a map-style dataset",
+            fixed='''import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+class NoisyImages(Dataset):
+    def __init__(self, images, seed=0):
+        self.images = images
+        self.seed = seed
+        self.rng = None
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        if self.rng is None:
+            info = torch.utils.data.get_worker_info()
+            seed = info.seed if info is not None else self.seed
+            self.rng = np.random.default_rng(seed % 2**32)
+        return self.images[i] + self.rng.normal(size=self.images[i].shape)
+''',
         ),
         Example(
             '''import torch

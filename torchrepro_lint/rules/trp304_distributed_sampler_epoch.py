@@ -17,7 +17,7 @@ MANAGED_ROOTS = ("lightning", "pytorch_lightning", "accelerate", "transformers",
 class DistributedSamplerEpoch(Rule):
     code = "TRP304"
     name = "distributed-sampler-epoch"
-    summary = "A shuffling DistributedSampler whose program never calls `set_epoch`."
+    summary = "A shuffling `DistributedSampler` in a program with an epoch loop but no `set_epoch` call."
     why = (
         "`DistributedSampler` shuffles with a generator seeded from `seed + epoch`, and `epoch` "
         "only changes when you call `sampler.set_epoch(epoch)`. Without it every epoch visits "
@@ -28,16 +28,32 @@ class DistributedSamplerEpoch(Rule):
         "Call `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)`) at the start of "
         "every epoch, before iterating the loader."
     )
+    not_reported = (
+        "`DistributedSampler(..., shuffle=False)` (validation), or a `shuffle=` that is not a literal.",
+        "A program that calls `set_epoch(...)` anywhere, on any receiver, such as "
+        "`self.loader.sampler.set_epoch(epoch)` in another module.",
+        "No visible epoch loop (a `for` / `while` whose target, iterable or test mentions "
+        "`epoch`): a single pass needs no `set_epoch`.",
+        "Programs that import Lightning, Accelerate, Transformers, Ignite or Composer: their "
+        "training loops call `set_epoch` themselves.",
+        "A project subclass whose own `__iter__` ignores `self.epoch`: `set_epoch` would change "
+        "nothing.",
+        "A call with `*args` or `**kwargs`.",
+    )
+    where_reported = (
+        "At the sampler's construction: `torch.utils.data.DistributedSampler` (any alias) or a "
+        "project subclass of it; every matching call, reachable from a program or not.",
+        "The code searched for `set_epoch` and for an epoch loop is every module of the programs "
+        "that run the construction (for a method no program is seen calling, the programs that "
+        "reach its module); for code no program reaches, its own module.",
+    )
     decisions = (
-        "The sampler shuffles when `shuffle` is absent or literally True; a non-literal "
-        "`shuffle=` is not reported. A `set_epoch(...)` call on any receiver anywhere in the code "
-        "of a program that reaches the sampler's module (for a module no program reaches: the "
-        "module itself) counts, since the sampler often travels inside a loader "
-        "(`self.train_data.sampler.set_epoch(epoch)`). An epoch loop must be visible in that "
-        "code (a `for`/`while` whose target, iterable or test mentions `epoch`): a single pass "
-        "needs no `set_epoch`. Programs using Lightning, Accelerate, Transformers, Ignite or "
-        "Composer are not reported: their loops call `set_epoch` themselves. Project subclasses "
-        "count unless they define their own `__iter__` that ignores `self.epoch`."
+        "A `set_epoch(...)` call on any receiver counts, since the sampler often travels inside "
+        "a loader (`self.train_data.sampler.set_epoch(epoch)`).",
+        "Only a literal `shuffle=True` (or no `shuffle=`) counts as shuffling (precision first).",
+    )
+    reference = (
+        ("torch.utils.data.distributed.DistributedSampler", "https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler"),
     )
     # A candidate is a call resolving to DistributedSampler, or to a project subclass of it
     # that may be defined in another file under any name: a file can only name that through an
@@ -57,6 +73,17 @@ def train(model, dataset, epochs):
             model(batch).sum().backward()
 ''',
             "An epoch loop without set_epoch",
+            fixed='''import torch
+from torch.utils.data import DataLoader, DistributedSampler
+
+def train(model, dataset, epochs):
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            model(batch).sum().backward()
+''',
         ),
         Example(
             '''from torch.utils.data import DataLoader

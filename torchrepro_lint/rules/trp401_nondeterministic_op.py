@@ -3,7 +3,9 @@ from __future__ import annotations
 from torchrepro_lint.analysis.branch_gates import runs_only_in_deterministic_mode
 from torchrepro_lint.rules._ops import (
     EVIDENCE_DECISIONS,
+    EVIDENCE_WHERE,
     GRAD_DECISIONS,
+    GRAD_NOT_REPORTED,
     det_mode_status,
     matches,
     programs_phrase,
@@ -17,7 +19,10 @@ from torchrepro_lint.rules.base import Example, Rule, last_names
 class NondeterministicOp(Rule):
     code = "TRP401"
     name = "nondeterministic-op"
-    summary = "An op that is nondeterministic on CUDA, in a program that never enables deterministic mode."
+    summary = (
+        "An op that is nondeterministic on CUDA unless deterministic mode is on (`scatter_add_`, "
+        "`index_add_`, ...), where the mode is not shown to be on."
+    )
     why = (
         "`index_add_`, `scatter_add_`, `scatter_reduce` sums, bilinear `interpolate` backward, "
         "reflection and replication padding backward and the other ops of the catalogue add "
@@ -27,42 +32,70 @@ class NondeterministicOp(Rule):
         "`torch.use_deterministic_algorithms(True)` is on."
     )
     fix = (
-        "Call `torch.use_deterministic_algorithms(True)` at the start of the program (and set "
-        "`CUBLAS_WORKSPACE_CONFIG=:4096:8` on torch < 2.10): these ops then switch to their "
-        "deterministic implementation. `torchrepro-lint catalog` lists every op and condition."
+        "Call `torch.use_deterministic_algorithms(True)` at the start of every program that runs "
+        "the op (and set `CUBLAS_WORKSPACE_CONFIG=:4096:8` on torch < 2.10): the op then uses its "
+        "deterministic implementation."
+    )
+    where_reported = (
+        "At the call; a module-form op (`nn.Upsample(mode='bilinear')`, `nn.ReflectionPad2d`) at "
+        "its construction. Code that no program reaches is reported: nothing shows that its "
+        "callers enable deterministic mode.",
+        "The ops, their devices and conditions are the package's op catalogue for the configured "
+        "`torch-version` (`torchrepro-lint catalog` prints it); the message names the entry.",
+        "An op nondeterministic only on the CPU (`index_put_` / `put_` with `accumulate=True`) is "
+        "reported only on a tensor shown to be on the CPU.",
+    ) + EVIDENCE_WHERE
+    not_reported = (
+        "Code that every program running it puts in deterministic mode "
+        "(`torch.use_deterministic_algorithms(True)`, with or without `warn_only=True`).",
+        "The branch that runs only with the mode on, by the code's own test: "
+        "`if torch.are_deterministic_algorithms_enabled():`, the `else` of its negation, or the "
+        "code after `if not ...: return`.",
+        "CUDA-only ops in code that only programs hiding the GPUs reach (`CUDA_VISIBLE_DEVICES` "
+        "set to `\"\"` or `\"-1\"`: a test suite run on the CPU); such a program is not counted "
+        "among those that run the op.",
+        "The deterministic modes of the same APIs: `interpolate` / `nn.Upsample` with "
+        "`mode='nearest'` (the default), `F.pad(..., mode='constant')`, `nn.ZeroPad2d`.",
+        "`scatter_add_` / `index_add_` of values whose order cannot matter: ones (counting, node "
+        "degrees), a boolean mask cast to float (`(labels != -100).float()`), integers.",
+        "A write of one constant through possibly repeated indices: `scatter_(1, idx, 1.0)`, "
+        "`index_put_(..., torch.tensor(1.0))`.",
+        "`scatter_` with a tensor `src`, `index_copy_` or `index_put_` without `accumulate` (whose "
+        "only hazard is duplicate indices) through an index that cannot repeat: `torch.arange`, "
+        "`torch.randperm`, `torch.unique(x)`, or a mask's positions (`torch.nonzero(m)`, "
+        "`m.nonzero()`, `torch.argwhere(m)`) made 1-D by `.flatten()`, `.view(-1)`, `.squeeze()` "
+        "or `[:, 0]` (the mask is taken to be 1-D, as these forms imply). The index is followed "
+        "through local variables, slices (`torch.randperm(n)[:k]`) and `.to()` / `.long()` / "
+        "`.cuda()`; a parameter, or an index the module does not show, is still reported.",
+        "The same ops through an `argsort` / `sort` order (`torch.sort(x)[1]`, `x.sort().indices`, "
+        "`_, order = x.sort()`), where the op's index is 1-D (`index_copy_` always; a `scatter_` "
+        "whose input, index or src is shown 1-D) or a `scatter_` runs along the sort's own dim.",
+        "`cumsum` of integers (`mask.long().cumsum(dim=1)`), or of a tensor not shown to be 1-D: a "
+        "multi-dim cumsum uses per-row scans, deterministic anyway.",
+    ) + GRAD_NOT_REPORTED + (
+        "A call that TRP402 reports: one finding per call.",
+        "Convolutions, `nn.Embedding` and attention backward, `gather` / `index_select` / "
+        "`repeat_interleave` backward, implicit indexing: never reported here (rules.md); TRP205 "
+        "reports them once per program.",
     )
     decisions = (
-        "The op list is the package's catalogue (`torchrepro-lint catalog`), as it holds for "
-        "`torch-version`; the message names the catalogue entry. Reported at every matching call "
-        "(module-form ops such as `nn.Upsample(mode='bilinear')` or `nn.ReflectionPad2d` at their "
-        "construction) unless every program that runs the module enables deterministic mode "
-        "(`warn_only=True` counts: the deterministic implementations are used then too); code that "
-        "no program reaches is reported. Not reported: the branch that runs only with the mode "
-        "on by the code's own test (`if torch.are_deterministic_algorithms_enabled():`, the "
-        "`else` of its negation, or after `if not ...: return`): there the deterministic "
-        "implementation runs. A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or "
-        "`\"-1\"` (a test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does "
-        "not count, and code that only such programs reach is not reported. " + EVIDENCE_DECISIONS + " Ops nondeterministic only on "
-        "the CPU (`index_put_` / `put_` with `accumulate=True`) need a tensor shown to be on the "
-        "CPU. Sums whose order cannot matter are not reported: adding ones (counting, node "
-        "degrees), a boolean mask cast to float (`(labels != -100).float()`: zeros and ones) or "
-        "integers with `scatter_add_` / `index_add_`; nor are writes of one constant "
-        "through possibly duplicate indices (`scatter_(1, idx, 1.0)`, `index_put_(..., "
-        "torch.tensor(1.0))`), nor, for the entries whose only hazard is duplicate indices "
-        "(`scatter_` with a tensor `src`, `index_copy_`, `index_put_` without `accumulate`), "
-        "writes through an index that cannot repeat a value: `torch.arange`, `torch.randperm`, "
-        "`torch.unique(x)`, the positions of a mask (`torch.nonzero(m)`, `m.nonzero()`, "
-        "`torch.argwhere(m)` made 1-D by `.flatten()`, `.view(-1)`, `.squeeze()` or `[:, 0]`; the "
-        "mask is taken to be 1-D, as these forms imply), and an `argsort`/`sort` order "
-        "(`torch.sort(x)[1]`, `x.sort().indices`, `_, order = x.sort()`) where the op's index is "
-        "1-D (`index_copy_` always; a `scatter_` whose input, index or src is shown 1-D) or a "
-        "`scatter_` runs along the sort's own dim; followed through local variables, slices "
-        "(`torch.randperm(n)[:k]`) and `.to()`/`.long()`/`.cuda()`. A parameter, or an index "
-        "the module does not show, is still reported. `cumsum` is reported only on a floating 1-D tensor (the "
-        "catalogue's condition: multi-dim cumsums use per-row scans, deterministic anyway). "
-        + GRAD_DECISIONS + " A call that TRP402 reports is not also reported here. Not reported "
-        "at all (rules.md; carried by TRP205 once per program): convolutions, `nn.Embedding` and "
-        "attention backward, gather/index_select/repeat_interleave backward, implicit indexing."
+        "`warn_only=True` counts as deterministic mode: the deterministic implementations are used "
+        "then too.",
+    ) + EVIDENCE_DECISIONS + GRAD_DECISIONS
+    options = (
+        "`torch-version`: the release whose catalogue applies (default: the installed torch, read "
+        "from package metadata, else 2.13). `MaxPool3d(return_indices=True)`, for one, has a "
+        "deterministic backward from 2.12 (TRP401) and none before (TRP402).",
+        "`deterministic-functions`: helpers from installed packages that enable deterministic mode; "
+        "a program that calls one counts as enabling it.",
+    )
+    reference = (
+        ("Reproducibility: Avoiding nondeterministic algorithms",
+         "https://pytorch.org/docs/stable/notes/randomness.html#avoiding-nondeterministic-algorithms"),
+        ("torch.use_deterministic_algorithms (lists the ops)",
+         "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"),
+        ("torch.are_deterministic_algorithms_enabled",
+         "https://pytorch.org/docs/stable/generated/torch.are_deterministic_algorithms_enabled.html"),
     )
     # A candidate is a call resolving to one of the rule's catalogue APIs (any torch version),
     # or a tensor method of that name: either way the file spells the API's last name.
@@ -70,6 +103,34 @@ class NondeterministicOp(Rule):
         api.name for entry in load_catalog().entries_for(rule="TRP401") if entry.report for api in entry.apis if api.report
     )
     hazards = (
+        Example(
+            '''import torch
+
+def class_weights(labels, weights):
+    totals = torch.zeros(10, device="cuda")
+    totals.index_add_(0, labels, weights)  # <-- TRP401
+    return totals
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    labels = torch.randint(0, 10, (100,), device="cuda")
+    print(class_weights(labels, torch.rand(100, device="cuda")))
+''',
+            "Seeded, but deterministic mode is never enabled",
+            fixed='''import torch
+
+def class_weights(labels, weights):
+    totals = torch.zeros(10, device="cuda")
+    totals.index_add_(0, labels, weights)
+    return totals
+
+if __name__ == "__main__":
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(0)
+    labels = torch.randint(0, 10, (100,), device="cuda")
+    print(class_weights(labels, torch.rand(100, device="cuda")))
+''',
+        ),
         Example(
             '''import torch
 
@@ -94,21 +155,6 @@ class Decoder(nn.Module):
         return F.pad(self.pad(self.up(x)), (1, 1, 1, 1), mode="reflect")  # <-- TRP401
 ''',
             "Bilinear upsampling and reflection padding: their backward is nondeterministic (module form at construction)",
-        ),
-        Example(
-            '''import torch
-
-def class_weights(labels, weights):
-    totals = torch.zeros(10, device="cuda")
-    totals.index_add_(0, labels, weights)  # <-- TRP401
-    return totals
-
-if __name__ == "__main__":
-    torch.manual_seed(0)
-    labels = torch.randint(0, 10, (100,), device="cuda")
-    print(class_weights(labels, torch.rand(100, device="cuda")))
-''',
-            "Seeded, but deterministic mode is never enabled",
         ),
         Example(
             '''import torch.nn as nn

@@ -4,7 +4,17 @@ import libcst as cst
 
 from torchrepro_lint.analysis.syntax import arg, string_value
 from torchrepro_lint.findings import Severity
-from torchrepro_lint.rules._ops import EVIDENCE_DECISIONS, GRAD_DECISIONS, advice, det_mode_status, matches, where, why
+from torchrepro_lint.rules._ops import (
+    EVIDENCE_DECISIONS,
+    EVIDENCE_WHERE,
+    GRAD_DECISIONS,
+    GRAD_NOT_REPORTED,
+    advice,
+    det_mode_status,
+    matches,
+    where,
+    why,
+)
 from torchrepro_lint.catalog import load_catalog
 from torchrepro_lint.rules.base import Example, Rule, last_names
 
@@ -30,7 +40,10 @@ def _takes_cudnn_sampler(call: cst.Call) -> bool:
 class OpWithoutDeterministicImpl(Rule):
     code = "TRP402"
     name = "op-without-deterministic-impl"
-    summary = "An op with no deterministic CUDA implementation: it raises in deterministic mode, varies otherwise."
+    summary = (
+        "An op with no deterministic CUDA implementation (`grid_sample` backward, `histc`, ...): it "
+        "raises in deterministic mode, and varies otherwise."
+    )
     why = (
         "Some ops (`grid_sample` and adaptive pooling backward, bicubic or area `interpolate`, "
         "3-D reflection padding, `histc`, `bincount(weights=...)`, `median(dim=...)`, NLL / "
@@ -44,31 +57,60 @@ class OpWithoutDeterministicImpl(Rule):
         "Use the deterministic alternative the message names (e.g. `mode='bilinear'` instead of "
         "`'bicubic'`, `nn.AvgPool2d` instead of a non-global `AdaptiveAvgPool2d`, flattened logits "
         "for the loss), or accept the op with `torch.use_deterministic_algorithms(True, "
-        "warn_only=True)`, which warns instead of raising."
+        "warn_only=True)`, which warns instead of raising (the result still varies)."
     )
-    decisions = (
+    where_reported = (
+        "At every matching call, whether a program reaches it or not (helper branches aside, "
+        "below); a module-form op (`nn.AdaptiveAvgPool2d((7, 7))`, `nn.CrossEntropyLoss()`) at its "
+        "construction.",
         "Level: error when a program that runs the module enables deterministic mode without "
-        "`warn_only` (the call will raise), otherwise warning; the message says which case and "
-        "where the mode is enabled. Every matching call is reported, reachable or not (but see "
-        "helper branches below). A program that sets `CUDA_VISIBLE_DEVICES` to `\"\"` or `\"-1\"` (a "
-        "test suite run on the CPU) runs no CUDA kernel: for CUDA-only entries it does not count, "
-        "neither its deterministic mode nor its reaching the op. The op list "
-        "is the package's catalogue for `torch-version`, so version-gated facts follow it: "
-        "`kthvalue` raises only before 2.10, `MaxPool3d(return_indices=True)` before 2.12 (verified on CUDA for 2.11.0), "
-        "bilinear/trilinear `interpolate` and `ReflectionPad2d` no longer raise through their Python "
-        "entry points (TRP401 reports them). Before 2.12 a 4-D `grid_sample` with `align_corners=True` "
-        "(bilinear, zeros padding) takes cuDNN's sampler, which does not raise in deterministic mode "
-        "but still varies run to run (seen on CUDA with 2.11.0): it stays an error, and the message "
-        "says the mode will not catch it. " + EVIDENCE_DECISIONS + " NLL / cross-entropy needs an "
-        "input shown to have 3 or more dims (a convolution output, an `interpolate` result, a sized "
-        "factory, `view`/`permute` with 3 or more sizes, `transpose(1, 2)`), also through the "
-        "instance calls of an `nn.CrossEntropyLoss()` built in the same class or function; its "
-        "target counts as class indices unless shown to be floating (probabilities). `histc` "
-        "needs an input shown to be floating. `interpolate(mode='area')` raises for every valid "
-        "input rank, so its rank need not be known. The CTC loss is assumed to take the native "
-        "path (the cuDNN one needs int32 targets and more). " + GRAD_DECISIONS + " Forward ops "
-        "(`histc`, `bincount(weights=...)`, `median(dim)`, the NLL loss, ...) raise whether or not "
-        "gradients flow, so `no_grad` does not silence them."
+        "`warn_only` (the call will raise), otherwise warning. The message says which, where the "
+        "mode is enabled, and the alternative.",
+        "The ops, their devices and conditions are the package's op catalogue for the configured "
+        "`torch-version` (`torchrepro-lint catalog` prints it); the message names the entry.",
+        "NLL / cross-entropy needs an input shown to have 3 or more dims: a convolution output, an "
+        "`interpolate` result, a sized factory, `view` / `permute` with 3 or more sizes, "
+        "`transpose(1, 2)`; also through the calls of an `nn.CrossEntropyLoss()` instance built in "
+        "the same class or function. Its target counts as class indices unless shown to be "
+        "floating (probabilities).",
+        "`histc` needs an input shown to be floating. `interpolate(mode='area')` raises for every "
+        "valid input rank, so its rank need not be known.",
+        "Forward ops (`histc`, `bincount(weights=...)`, `median(dim)`, the NLL loss, ...) raise "
+        "whether or not gradients flow, so `no_grad` does not silence them.",
+    ) + EVIDENCE_WHERE
+    not_reported = (
+        "Global average pooling: `AdaptiveAvgPool2d(1)` or `(1, 1)` is a mean, deterministic.",
+        "`interpolate` / `nn.Upsample` with `mode='nearest'` (the default); bilinear or trilinear "
+        "`interpolate` and `ReflectionPad2d`, which no longer raise through their Python entry "
+        "points (TRP401 reports them).",
+        "`bincount()` without weights, `median()` without `dim`.",
+        "Cross-entropy on (N, C) logits, on flattened logits (`logits.view(-1, logits.size(-1))`), "
+        "or with `reduction='none'`.",
+        "A CUDA-only op in code that only programs hiding the GPUs reach (`CUDA_VISIBLE_DEVICES` "
+        "set to `\"\"` or `\"-1\"`: a test suite run on the CPU). No CUDA kernel runs in such a "
+        "program: neither its deterministic mode nor its reaching the op counts.",
+    ) + GRAD_NOT_REPORTED
+    decisions = (
+        "Before torch 2.12, a 4-D `grid_sample` with `align_corners=True` (bilinear, zeros "
+        "padding) takes cuDNN's sampler, which does not raise in deterministic mode but still "
+        "varies run to run (seen on CUDA with 2.11.0). It stays an error under deterministic mode, "
+        "and the message says the mode will not catch it.",
+        "The CTC loss is assumed to take the native path, which raises: the cuDNN path needs "
+        "int32 targets and more.",
+    ) + EVIDENCE_DECISIONS + GRAD_DECISIONS
+    options = (
+        "`torch-version`: the release whose catalogue applies (default: the installed torch, read "
+        "from package metadata, else 2.13). `kthvalue` raises only before 2.10, "
+        "`MaxPool3d(return_indices=True)` only before 2.12 (checked on CUDA with 2.11.0); the "
+        "`grid_sample` cuDNN case above holds before 2.12.",
+        "`deterministic-functions`: helpers from installed packages that enable deterministic mode; "
+        "a program that calls one counts as enabling it (the level becomes error).",
+    )
+    reference = (
+        ("Reproducibility: Avoiding nondeterministic algorithms",
+         "https://pytorch.org/docs/stable/notes/randomness.html#avoiding-nondeterministic-algorithms"),
+        ("torch.use_deterministic_algorithms (lists the ops that raise)",
+         "https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"),
     )
     # A candidate is a call resolving to one of the rule's catalogue APIs (any torch version),
     # or a tensor method of that name: either way the file spells the API's last name.
@@ -76,6 +118,27 @@ class OpWithoutDeterministicImpl(Rule):
         api.name for entry in load_catalog().entries_for(rule="TRP402") if entry.report for api in entry.apis if api.report
     )
     hazards = (
+        Example(
+            '''import torch.nn as nn
+
+class Classifier(nn.Module):
+    def __init__(self, channels, classes):
+        super().__init__()
+        self.pool = nn.AdaptiveAvgPool2d((7, 7))  # <-- TRP402
+        self.attention = nn.AdaptiveMaxPool2d(1)  # <-- TRP402
+        self.fc = nn.Linear(channels * 49, classes)
+''',
+            "Adaptive pooling to a size other than 1, and adaptive max pooling of any size",
+            fixed='''import torch.nn as nn
+
+class Classifier(nn.Module):
+    def __init__(self, channels, classes):
+        super().__init__()
+        self.pool = nn.AvgPool2d(2)  # 14x14 feature maps -> 7x7
+        self.attention = nn.MaxPool2d(14)  # global max over 14x14 feature maps
+        self.fc = nn.Linear(channels * 49, classes)
+''',
+        ),
         Example(
             '''import torch
 import torch.nn.functional as F
@@ -92,18 +155,6 @@ if __name__ == "__main__":
     upscale(warp(x, torch.rand(1, 8, 8, 2))).sum().backward()
 ''',
             "Raises in the backward pass once deterministic mode is on (reported as an error)",
-        ),
-        Example(
-            '''import torch.nn as nn
-
-class Classifier(nn.Module):
-    def __init__(self, channels, classes):
-        super().__init__()
-        self.pool = nn.AdaptiveAvgPool2d((7, 7))  # <-- TRP402
-        self.attention = nn.AdaptiveMaxPool2d(1)  # <-- TRP402
-        self.fc = nn.Linear(channels * 49, classes)
-''',
-            "Adaptive pooling to a size other than 1, and adaptive max pooling of any size",
         ),
         Example(
             '''import torch

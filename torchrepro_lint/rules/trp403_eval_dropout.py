@@ -6,8 +6,8 @@ from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.op_matching.gradients import GradContext
 from torchrepro_lint.analysis.op_matching.values import ABSENT, argument, possible_values
 from torchrepro_lint.analysis.syntax import descendants
-from torchrepro_lint.fixes.edits import add_keywords, make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule, last_names
+from torchrepro_lint.rules.edits import add_keywords, make_fix, replace
 
 F = "torch.nn.functional."
 DROPOUTS = frozenset(F + n for n in ("dropout", "dropout1d", "dropout2d", "dropout3d"))
@@ -19,7 +19,10 @@ TRAINING_ONLY_METHODS = frozenset({"training_step"})  # Lightning: never runs in
 class EvalDropout(Rule):
     code = "TRP403"
     name = "eval-dropout"
-    summary = "Functional dropout inside an `nn.Module` that keeps dropping after `model.eval()`."
+    summary = (
+        "Functional dropout (`F.dropout`, attention's `dropout_p`) in an `nn.Module`, which keeps "
+        "dropping after `model.eval()`."
+    )
     why = (
         "`F.dropout` (and `dropout1d/2d/3d`) default to `training=True`: unlike `nn.Dropout`, "
         "they do not follow `model.eval()`. The same goes for `F.scaled_dot_product_attention`'s "
@@ -29,21 +32,44 @@ class EvalDropout(Rule):
     fix_safety = "safe"
     fix = (
         "Pass `training=self.training` to the dropout call; give attention "
-        "`dropout_p=p if self.training else 0.0`."
+        "`dropout_p=p if self.training else 0.0` (the fix spells `self` as the method's first "
+        "parameter)."
+    )
+    where_reported = (
+        "At the `F.dropout*` or `F.scaled_dot_product_attention` call.",
+        "Only inside the methods of an `nn.Module` class, where `model.eval()` is expected to "
+        "switch dropout off.",
+        "A dropout call without `training=`; an attention call whose `dropout_p` is given and not "
+        "shown to be 0.",
+    )
+    not_reported = (
+        "A free function (not a method of an `nn.Module` class): there is no `model.eval()` to follow.",
+        "An explicit `training=`, whatever its value, or a `**kwargs` that may carry it.",
+        "A `p` / `dropout_p` that is 0 (a literal or a local constant); attention without "
+        "`dropout_p`, or with one hidden in `**kwargs` (it defaults to 0.0).",
+        "A call gated by `self.training`: an enclosing `if`, a conditional expression, a local "
+        "variable assigned from one, or an earlier `if not self.training: return`.",
+        "A dropout `p` taken from a parameter of the method that defaults to 0 "
+        "(`def step(self, x, jitter_drop=0.0)`): nothing drops unless a caller asks.",
+        "A `dropout_p` taken from a parameter of the enclosing function, directly or through a "
+        "local copy: the caller decides.",
+        "Lightning's `training_step`: it never runs in eval.",
+        "`F.alpha_dropout` and `F.feature_alpha_dropout`: they default to `training=False`, so "
+        "without `training=` they never drop.",
     )
     decisions = (
-        "Only inside methods of `nn.Module` classes (a class deriving from a `torch.nn` class or a "
-        "Lightning module, or defining `forward`), where `model.eval()` is expected to switch "
-        "dropout off; a free function is left alone. Not reported: an explicit `training=` (any "
-        "value: `training=True` is a deliberate choice, e.g. Monte Carlo dropout), a `p` / "
-        "`dropout_p` that is 0 (a literal or a local constant), a `p` taken from a parameter of the "
-        "method that defaults to 0 (nothing drops unless a caller asks, as a sampler's noise dropout "
-        "does: the fix would undo that choice), calls gated by `self.training` (an "
-        "enclosing `if`, a conditional expression, a local variable assigned from one, or an earlier "
-        "`if not self.training: return`), `dropout_p` taken from a parameter of the enclosing "
-        "function (the caller decides), a `**kwargs` that may carry `training`, and Lightning's "
-        "`training_step`. `F.alpha_dropout` and `F.feature_alpha_dropout` default to "
-        "`training=False`, so without `training=` they never drop: not reported."
+        "A class counts as an `nn.Module` when it derives from a `torch.nn` class or a Lightning "
+        "module, or defines `forward`.",
+        "`training=True` given explicitly is a deliberate choice (Monte Carlo dropout), not a "
+        "hazard.",
+        "A `p` from a method parameter that defaults to 0 is the caller's opt-in (a sampler's noise "
+        "dropout): `training=self.training` would silently undo that choice.",
+    )
+    reference = (
+        ("torch.nn.functional.dropout", "https://pytorch.org/docs/stable/generated/torch.nn.functional.dropout.html"),
+        ("torch.nn.functional.scaled_dot_product_attention",
+         "https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html"),
+        ("torch.nn.Module.eval", "https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval"),
     )
     # Candidates are calls resolving to the functional dropouts or to SDPA.
     triggers = last_names(DROPOUTS, [SDPA])
@@ -62,6 +88,18 @@ class Block(nn.Module):
         return F.dropout(F.relu(self.fc(x)), p=self.p)  # <-- TRP403
 ''',
             "`training` left at its default (True)",
+            fixed='''import torch.nn as nn
+import torch.nn.functional as F
+
+class Block(nn.Module):
+    def __init__(self, dim, p=0.1):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim)
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(F.relu(self.fc(x)), p=self.p, training=self.training)
+''',
         ),
         Example(
             '''import torch.nn as nn

@@ -6,8 +6,8 @@ from torchrepro_lint.analysis.dataflow.classes import DATASET_BASES, DATASET_PRE
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.dataflow.order_flow import HAZARD, OrderFlow, Verdict, combine
 from torchrepro_lint.analysis.syntax import int_value, method_name
-from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule, last_names
+from torchrepro_lint.rules.edits import make_fix, replace
 
 LISTING_CALLS = {
     "os.listdir": "os.listdir",
@@ -35,27 +35,48 @@ class UnsortedListing(Rule):
         "is 'the first match', the same code on another machine trains on different data."
     )
     fix_safety = "safe"
-    fix = "Wrap the listing in `sorted(...)` (for `os.walk`, sort `dirs` in place and iterate `sorted(files)`)."
+    fix = (
+        "Wrap the listing in `sorted(...)`; `--fix` does (`next(iter(sorted(...)))` under `next`). "
+        "For `os.walk`, sort `dirs` in place and iterate `sorted(files)`; `os.walk` and `os.scandir` "
+        "get no automatic fix (a walk is sorted in place, and `DirEntry` objects do not compare)."
+    )
+    where_reported = (
+        "At the listing call, when its order reaches: indexing or slicing, `enumerate`, `zip`, "
+        "`.index()`, `next()` or a loop that returns or breaks at the first match, a seeded "
+        "`random.shuffle` / `choice` / `sample` (they permute by position), a map of indices built "
+        "in iteration order, or a project Dataset's constructor. The message gives that line.",
+        "The order is followed through variables, `self.<attr>` across a class (a dataset's file "
+        "list indexed in `__getitem__`), list comprehensions, `list()`, and lists accumulated in a "
+        "loop (`append`, `extend`, `+=`).",
+    )
+    not_reported = (
+        "`sorted()` or `.sort()` anywhere on the way, or later on the accumulated list.",
+        "`len`, `in`, sets, truthiness.",
+        "Loops with order-free bodies (deleting, copying, counting), and a worklist emptied with "
+        "`.pop()` in `while todo:` whose body appends nothing but more work and neither breaks nor "
+        "returns.",
+        "A result checked to be single: `len(files) == 1`, unittest's "
+        "`self.assertEqual(len(files), 1)`.",
+        "`next()` whose value only says whether there is an entry: compared `is None` / "
+        "`is not None`, tested for truth, or thrown away for its `StopIteration`.",
+        "`zip` of a list with a list derived from it element by element (`zip(xs, [f(x) for x in "
+        "xs])`, `map(f, xs)`, no filter); also through a variable, when neither list is touched "
+        "before the zip but by `len`, `in` or a loop.",
+        "The entries of a zip archive (`zipfile.Path(zf).iterdir()`): they come in the order they "
+        "were written.",
+        "A list returned or passed to another function: the caller may sort it.",
+    )
     decisions = (
-        "Reported at the listing call when its order reaches: indexing or slicing, `enumerate`, "
-        "`zip`, `.index()`, `next()` or a loop that returns or breaks at the first match, a "
-        "seeded `random.shuffle`/`choice`/`sample` (they permute by position), a map of indices "
-        "built in iteration order, or a project Dataset's constructor. It is followed through "
-        "variables, `self.<attr>` across a class (a dataset's file list indexed in "
-        "`__getitem__`), list comprehensions, `list()`, and lists accumulated in a loop "
-        "(`append`, `extend`, `+=`). Not reported: `sorted()`/`.sort()` anywhere on the way or "
-        "later on the accumulated list, `len`, `in`, sets, truthiness, loops with order-free "
-        "bodies (deleting, copying, counting), a worklist emptied with `.pop()` in `while todo:` "
-        "whose body appends nothing but more work and neither breaks nor returns, the entries of "
-        "a zip archive (`zipfile.Path(zf).iterdir()`: the order they were written), a result checked to be single "
-        "(`len(files) == 1`, unittest's `self.assertEqual(len(files), 1)`), `next()` whose "
-        "value only says whether there is an entry (compared `is None`/`is not None`, tested "
-        "for truth, or thrown away for its `StopIteration`), `zip` of a list with a list "
-        "derived from it element by element (`zip(xs, [f(x) for x in xs])`, `map(f, xs)`, no "
-        "filter; also through a variable, when neither list is touched before the zip but by "
-        "`len`, `in` or a loop), and lists returned or passed to another function (the caller may "
-        "sort). `Path.glob` needs a receiver that is visibly a `Path`; `rglob`/`iterdir` are "
-        "pathlib names and accepted on any receiver."
+        "`Path.glob` is reported only on a receiver that is visibly a `Path`; `rglob` and "
+        "`iterdir` are pathlib names and are accepted on any receiver.",
+        "A seeded `random.shuffle`, `choice` or `sample` of a listing is a hazard: they permute by "
+        "position, so the same seed picks different files when the listing's order differs.",
+    )
+    reference = (
+        ("os.listdir (\"in arbitrary order\")", "https://docs.python.org/3/library/os.html#os.listdir"),
+        ("glob.glob", "https://docs.python.org/3/library/glob.html#glob.glob"),
+        ("pathlib.Path.iterdir", "https://docs.python.org/3/library/pathlib.html#pathlib.Path.iterdir"),
+        ("os.walk", "https://docs.python.org/3/library/os.html#os.walk"),
     )
     # Candidates are calls resolving to one of LISTING_CALLS, or the Path methods by name.
     triggers = last_names(LISTING_CALLS, PATH_METHODS)
@@ -75,6 +96,19 @@ class Frames(Dataset):
         return self.paths[i]
 ''',
             "A dataset's file list indexed in __getitem__",
+            fixed='''import os
+from torch.utils.data import Dataset
+
+class Frames(Dataset):
+    def __init__(self, root):
+        self.paths = [os.path.join(root, f) for f in sorted(os.listdir(root)) if f.endswith(".png")]
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        return self.paths[i]
+''',
         ),
         Example(
             '''import glob

@@ -7,8 +7,8 @@ from torchrepro_lint.analysis.dataflow.hash_order import ordered, ordered_sets, 
 from torchrepro_lint.analysis.dataflow.order_flow import OrderFlow
 from torchrepro_lint.analysis.names import dotted
 
-from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import make_fix, replace
 
 
 class HashOrder(Rule):
@@ -22,33 +22,52 @@ class HashOrder(Rule):
         "vocabularies or feature columns each run, and a checkpoint no longer matches its label map."
     )
     fix_safety = "unsafe"
-    fix = "Iterate in a defined order: `sorted(set(x))` (or keep first-seen order with `list(dict.fromkeys(x))`)."
-    decisions = (
-        "Reported only for sets whose elements are visibly strings (string literals, f-strings, "
-        "`str(...)`, string methods, `.split()` and the names it is unpacked into "
-        "(`path, label = line.split(\",\")`), lines of a file, `os.listdir`, the cells of a "
-        "`csv.reader` row or the values of a `csv.DictReader` row, a `Counter`'s keys (iterated, "
-        "`.keys()`, the first of `.most_common()`/`.items()` pairs) when it counts strings, a "
-        "`dtype=str` array, parameters annotated `str`/`list[str]`, through variables, loop "
-        "variables and lists filled by `.append`/`.extend`): sets of ints, floats or tuples of them iterate in a fixed order, and sets of "
-        "unknown elements are left alone. Sets of parameters or modules are TRP603. Reported at "
-        "the set where its order is first used (inside `list(...)`, `enumerate(...)`, a `for`). "
-        "Order-sensitive: `list`/`tuple`/list comprehensions whose result is then used or "
+    fix = (
+        "Iterate in a defined order: `sorted(set(x))` (or keep first-seen order with "
+        "`list(dict.fromkeys(x))`). With `--unsafe-fixes`, `list(s)` becomes `sorted(s)` and "
+        "`enumerate(s)`, `tuple(s)`, `zip(s, ...)` iterate `sorted(s)`: unsafe, because it changes "
+        "which index each element gets, and `sorted` needs comparable elements."
+    )
+    where_reported = (
+        "At the set where its order is first used (inside `list(...)`, `enumerate(...)`, a `for`), "
+        "including a parameter annotated `set[str]` / `frozenset[str]`.",
+        "Only sets whose elements are visibly strings: string literals, f-strings, `str(...)`, "
+        "string methods, `.split()` and the names it is unpacked into (`path, label = "
+        "line.split(\",\")`), lines of a file, `os.listdir`, a `dtype=str` array, parameters "
+        "annotated `str` / `list[str]`.",
+        "Also strings: the cells of a `csv.reader` row, the values of a `csv.DictReader` row, and a "
+        "`Counter`'s keys (iterated, `.keys()`, the first of `.most_common()` / `.items()` pairs) "
+        "when it counts strings. Elements are followed through variables, loop variables and lists "
+        "filled by `.append` / `.extend`.",
+        "Order-sensitive uses: `list` / `tuple` / a list comprehension whose result is then used or "
         "escapes, indexing, `enumerate`, `zip`, `next()`, `.pop()`, a first-match loop, "
-        "accumulating in a loop, index maps built in iteration order. Not reported: `sorted`, "
-        "`len`, `in`, `sum`/`min`/`max`, set algebra (also `|=`, `-=`), loops with order-free bodies "
-        "(a list started afresh on each turn, `lines = []`, and not read after the loop, holds only "
-        "that turn's items), dict/set "
-        "comprehensions keyed by the element, text only: `str.join`, and a list of the set that "
-        "only ends up in a message (inside an f-string, `\"...\" % ...` or `\"...\".format(...)`, "
-        "passed to `print`, `logging.*`, a logger's `debug`/`info`/`warning`/... (a receiver named "
-        "like `logger`/`log` or bound to `getLogger(...)`), `warnings.warn` or an exception "
-        "constructed in a `raise`; such a list that is also indexed or returned is still "
-        "reported), a set appended to a list "
-        "as one element (`out.append(set(x))`; `out.extend(set(x))` copies its order and is "
-        "reported), an index or `next()` on a set checked to hold one element "
-        "(`len(s) == 1`, unittest's `self.assertEqual(len(s), 1)`), and `next()` whose value "
-        "is only compared `is None`/`is not None` or tested for truth."
+        "accumulating in a loop, index maps built in iteration order.",
+    )
+    not_reported = (
+        "`sorted(set(x))`, `len`, `in`, `sum` / `min` / `max`, set algebra (also `|=`, `-=`).",
+        "Sets of ints, floats or tuples of them: they iterate in a fixed order.",
+        "Sets of parameters or modules: TRP603 reports them.",
+        "Loops with order-free bodies; a list started afresh on each turn (`lines = []`) and not "
+        "read after the loop holds only that turn's items.",
+        "Dict and set comprehensions keyed by the element.",
+        "Text only: `str.join`, and a list of the set that only ends up in a message (an f-string, "
+        "`\"...\" % ...`, `\"...\".format(...)`, `print`, `logging.*`, a logger's `debug` / `info` / "
+        "`warning` / ... (a receiver named like `logger` / `log`, or bound to `getLogger(...)`), "
+        "`warnings.warn`, an exception constructed in a `raise`). Such a list that is also indexed "
+        "or returned is still reported.",
+        "A set appended to a list as one element (`out.append(set(x))`); `out.extend(set(x))` "
+        "copies its order and is reported.",
+        "An index or `next()` on a set checked to hold one element (`len(s) == 1`, unittest's "
+        "`self.assertEqual(len(s), 1)`), and `next()` whose value is only compared `is None` / "
+        "`is not None` or tested for truth.",
+        "Iterating a `Counter` itself (`counts.most_common()`): it keeps insertion order, not hash order.",
+    )
+    decisions = (
+        "Sets of unknown elements are left alone, though some hold strings: precision before recall.",
+    )
+    reference = (
+        ("PYTHONHASHSEED", "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED"),
+        ("object.__hash__ (hash randomization)", "https://docs.python.org/3/reference/datamodel.html#object.__hash__"),
     )
     # A candidate set is a set display or comprehension (`{`), a call resolving to
     # set/frozenset, or a parameter annotated set[str] and the like. Most files have a `{`: the
@@ -64,6 +83,13 @@ class HashOrder(Rule):
     return {w: i for i, w in enumerate(itos)}
 ''',
             "A vocabulary indexed in hash order",
+            fixed='''def build_vocab(lines):
+    words = set()
+    for line in lines:
+        words.update(line.split())
+    itos = sorted(words)
+    return {w: i for i, w in enumerate(itos)}
+''',
         ),
         Example(
             '''import numpy as np

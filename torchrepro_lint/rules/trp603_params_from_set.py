@@ -6,8 +6,8 @@ from torchrepro_lint.analysis.dataflow.classes import derives_from
 from torchrepro_lint.analysis.dataflow.elements import MODULE_ITERATORS, PARAM, Elements
 from torchrepro_lint.analysis.dataflow.hash_order import ordered_sets, sink_text
 from torchrepro_lint.analysis.dataflow.order_flow import OrderFlow
-from torchrepro_lint.fixes.edits import make_fix, replace
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.edits import make_fix, replace
 
 OPTIMIZER_PREFIXES = ("torch.optim.", "apex.optimizers.", "bitsandbytes.optim.", "torch_optimizer.", "timm.optim.")
 NOT_OPTIMIZERS = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
@@ -40,18 +40,34 @@ class ParamsFromSet(Rule):
     fix = (
         "Deduplicate without a set, keeping first-seen order: "
         "`list(dict.fromkeys(itertools.chain(a.parameters(), b.parameters())))`, or chain the "
-        "iterators directly when they do not overlap."
+        "iterators directly when they do not overlap. `--fix` rewrites a set passed straight to "
+        "its consumer: `Adam(set(a.parameters()) | set(b.parameters()))` becomes "
+        "`Adam(list(dict.fromkeys([*a.parameters(), *b.parameters()])))`."
     )
-    decisions = (
+    where_reported = (
+        "At the set where its order is first used: the consumer's argument, or the `list(...)` / "
+        "`tuple(...)` made from it.",
         "Set elements count as parameters or modules when they come from `.parameters()`, "
         "`.named_parameters()` (the tensor), `.modules()`, `.children()`, `.buffers()` and their "
-        "`named_` forms, through comprehensions, `set.add`, `|` and variables. Ordered "
-        "consumers: `torch.optim.*` optimizers (also apex, bitsandbytes, torch_optimizer, timm, "
-        "transformers' AdamW/Adafactor, and project subclasses of `torch.optim.Optimizer`), "
-        "directly or as `{\"params\": ...}` groups; `clip_grad_norm_`/`clip_grad_value_`/"
-        "`parameters_to_vector`; and any list or tuple made from the set (its order is then "
-        "the set's). Not reported: membership tests, `len`, loops that only set "
-        "`requires_grad` or count. Reported at the set where its order is first used."
+        "`named_` forms, through comprehensions, `set.add`, `|` and variables.",
+        "Ordered consumers: `torch.optim` optimizers (not `lr_scheduler` or `swa_utils`), those of "
+        "apex, bitsandbytes, torch_optimizer and timm, transformers' `AdamW` / `Adafactor`, and "
+        "project subclasses of `torch.optim.Optimizer`, given the set as their parameters "
+        "(directly or as `{\"params\": ...}` groups); `clip_grad_norm_`, `clip_grad_value_`, "
+        "`get_total_norm`, `parameters_to_vector`.",
+        "Any list or tuple made from the set: its order is then the set's.",
+    )
+    not_reported = (
+        "A set used only for membership tests (`p not in frozen_params`) or `len`.",
+        "Loops over the set that only set `requires_grad` or count.",
+        "Parameters deduplicated in first-seen order: `list(dict.fromkeys(...))`.",
+        "A set of parameters passed to a consumer's other arguments: only the first positional "
+        "argument, `params=` or `parameters=` counts.",
+    )
+    reference = (
+        ("torch.optim.Optimizer (parameters need a deterministic ordering)",
+         "https://pytorch.org/docs/stable/optim.html#torch.optim.Optimizer"),
+        ("torch.optim.Optimizer.state_dict", "https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.state_dict.html"),
     )
     # A set holds parameters or modules only on evidence from one of these methods
     # (`model.parameters()`, `named_modules()`, ...), called in this file.
@@ -65,6 +81,13 @@ def make_optimizer(encoder, head):
     return torch.optim.Adam(params, lr=1e-3)  # <-- TRP603
 ''',
             "A union of parameter sets fed to Adam",
+            fixed='''import itertools
+import torch
+
+def make_optimizer(encoder, head):
+    params = list(dict.fromkeys(itertools.chain(encoder.parameters(), head.parameters())))
+    return torch.optim.Adam(params, lr=1e-3)
+''',
         ),
         Example(
             '''import torch.nn as nn

@@ -17,7 +17,7 @@ from typing import Protocol
 from lsprotocol import types
 
 from torchrepro_lint.findings import Edit, Finding
-from torchrepro_lint.pipeline.source import line_texts
+from torchrepro_lint.parsing.lines import line_texts
 from torchrepro_lint.server.convert import text_edit, to_range
 from torchrepro_lint.fixes.noqa import edit_for_row
 

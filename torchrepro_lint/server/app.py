@@ -33,7 +33,7 @@ from torchrepro_lint.findings import Finding
 from torchrepro_lint.notebooks import is_notebook
 from torchrepro_lint.server import notebook_sync
 from torchrepro_lint.server.actions import FIX_ALL, PythonFile, code_actions
-from torchrepro_lint.pipeline.source import line_texts
+from torchrepro_lint.parsing.lines import line_texts
 from torchrepro_lint.server.convert import diagnostic, from_position
 from torchrepro_lint.server.hover import hover
 from torchrepro_lint.server.session import ProjectSession, Workspace
@@ -332,10 +332,10 @@ def build(persistent: bool = True) -> TorchReproServer:
 
 def main() -> int:
     """Serve on stdin/stdout until the client says exit or closes the stream."""
-    from torchrepro_lint.cli import RUN_GC_THRESHOLDS
+    from torchrepro_lint.memory import RUN_GC_THRESHOLDS
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="torchrepro-lint server: %(message)s")
-    gc.enable()  # a long-lived process: cycles must be collected, but rarely (see cli.RUN_GC_THRESHOLDS)
+    gc.enable()  # a long-lived process: cycles must be collected, but rarely (see memory.RUN_GC_THRESHOLDS)
     gc.set_threshold(*RUN_GC_THRESHOLDS)
     build().start_io()
     return 0

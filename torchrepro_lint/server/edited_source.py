@@ -1,5 +1,5 @@
 """An open buffer's source for the engine: parsed by reusing the tree of its previous text
-where the edit allows (pipeline/reparse.py), and compiled by CPython once per text (recompile.py)."""
+where the edit allows (parsing/reparse.py), and compiled by CPython once per text (recompile.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from functools import cached_property
 
 import libcst as cst
 
-from torchrepro_lint.pipeline.reparse import ParsedText, reparse
-from torchrepro_lint.pipeline.source import SourceFile
+from torchrepro_lint.parsing.reparse import ParsedText, reparse
+from torchrepro_lint.parsing.source import SourceFile
 from torchrepro_lint.server.recompile import Compiled
 
 

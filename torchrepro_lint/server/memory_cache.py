@@ -32,14 +32,14 @@ class MemoryCache:
         self.unpickled: dict[int, tuple] = {}
         self.program_digests: dict[int, tuple] = {}  # id(facts) -> (facts, program shape, digest)
         # id(program facts) -> (the facts, their pickled bytes): while nothing is written to
-        # disk, the facts' value for cached results (staging.LoweredStore._pickled)
+        # disk, the facts' value for cached results (lowered_store.LoweredStore._pickled)
         self.pickled: dict[int, tuple] = {}
-        # (digest of a module's IR, part) -> (None, digest of the part): staging.LoweredStore
+        # (digest of a module's IR, part) -> (None, digest of the part): lowered_store.LoweredStore
         self.ir_part_digests: dict[tuple, tuple] = {}
-        # id(FunctionIR) -> (it, digest of its IR without refs): staging.LoweredStore._code_digest
+        # id(FunctionIR) -> (it, digest of its IR without refs): lowered_store.LoweredStore._code_digest
         self.code_digests: dict[int, tuple] = {}
         # resolved path of an open buffer -> the digests of the parts of its last IR
-        # (staging.ir_digest_of); the session drops a buffer's when it is closed
+        # (lowered_store.ir_digest_of); the session drops a buffer's when it is closed
         self.ir_digest_parts: dict = {}
         self.read_values = None  # the last run's pipeline.read_values.ReadValues
         # key of a program's cached facts -> (the reads of the run that found them, their values):

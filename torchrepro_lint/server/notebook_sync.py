@@ -15,7 +15,7 @@ messages count as Jupyter's do). A finding carries the number of the cell it is 
 (notebooks.to_cells: rows and columns already count in that cell); `OpenNotebook.numbers`
 maps that number to the cell's URI, where its diagnostic goes.
 
-Edits are the CLI's notebook edits (notebooks.apply_fixes, noqa.add_to_notebook) applied to
+Edits are the CLI's notebook edits (notebook_cells.apply_fixes, noqa.add_to_notebook) applied to
 the JSON text: each cell whose source changed gets one text edit, the part that changed. A fix
 whose edits would span cells has none (notebooks.to_cells drops it), so none is offered.
 """
@@ -29,10 +29,11 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Finding
+from torchrepro_lint.fixes import notebook_cells
 from torchrepro_lint.fixes.noqa import add_to_notebook
-from torchrepro_lint.pipeline.source import SourceError, line_texts, read_source
+from torchrepro_lint.parsing.lines import line_texts
+from torchrepro_lint.parsing.source import SourceError, read_source
 from torchrepro_lint.server.actions import safe_fixes
 from torchrepro_lint.server.convert import to_position
 
@@ -109,7 +110,7 @@ class OpenNotebook:
 def _code_sources(text: str) -> list[tuple[int, str]] | None:
     """(number, source as the linter reads it) of each code cell of a notebook's JSON text."""
     try:
-        return list(notebooks.cell_sources(text).items())
+        return list(notebook_cells.cell_sources(text).items())
     except SourceError:
         return None
 
@@ -177,7 +178,7 @@ class CellEdits:
     def fix_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
         if finding.fix.cell is None:
             return None
-        fixed, applied = notebooks.apply_fixes(self.notebook.text, [finding])
+        fixed, applied = notebook_cells.apply_fixes(self.notebook.text, [finding])
         return self._changes(fixed) if applied else None
 
     def noqa_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
@@ -190,11 +191,11 @@ class CellEdits:
         safe = [f for f in safe_fixes(findings) if f.fix.cell == number]
         if not safe:
             return None
-        fixed, applied = notebooks.apply_fixes(self.notebook.text, safe)
+        fixed, applied = notebook_cells.apply_fixes(self.notebook.text, safe)
         return self._changes(fixed) if applied else None
 
     def _changes(self, fixed: str) -> types.WorkspaceEdit | None:
-        before, after = notebooks.cell_sources(self.notebook.text), notebooks.cell_sources(fixed)
+        before, after = notebook_cells.cell_sources(self.notebook.text), notebook_cells.cell_sources(fixed)
         changes: dict[str, list[types.TextEdit]] = {}
         for number, source in after.items():
             if source == before.get(number):

@@ -1,7 +1,7 @@
 """CPython's verdict on an edited buffer, compiling only the statements the edit touched.
 
 The language server compiles every new text of a buffer (LibCST accepts some code CPython
-refuses, and CPython's tree places findings: pipeline/positions.py). A whole compile of timm's
+refuses, and CPython's tree places findings: parsing/positions.py). A whole compile of timm's
 train.py takes 10-15 ms; an edit usually touches one top-level statement. The statements before
 the edit and after it are unchanged text, each a complete top-level statement, so the text
 compiles exactly when the lines between them do: those lines are compiled alone. Where they do
@@ -25,9 +25,9 @@ import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrepro_lint.pipeline.positions import LineOffsets
-from torchrepro_lint.pipeline.reparse import edit_span
-from torchrepro_lint.pipeline.source import ParseFailure, SourceFile
+from torchrepro_lint.parsing.positions import LineOffsets
+from torchrepro_lint.parsing.reparse import edit_span
+from torchrepro_lint.parsing.source import ParseFailure, SourceFile
 
 
 @dataclass(frozen=True)

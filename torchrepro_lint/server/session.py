@@ -26,11 +26,11 @@ from torchrepro_lint.pipeline.discovery import LINTED_SUFFIXES
 from torchrepro_lint.findings import Finding, Statistics
 from torchrepro_lint.integrations.project_cache import find_project, list_project
 from torchrepro_lint.project.index import ProjectIndex
-from torchrepro_lint.pipeline.reparse import ParsedText
+from torchrepro_lint.parsing.reparse import ParsedText
 from torchrepro_lint.server.edited_source import EditedSource, edited_source
 from torchrepro_lint.server.memory_cache import MemoryCache
 from torchrepro_lint.server.recompile import Compiled, compile_text
-from torchrepro_lint.pipeline.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.parsing.source import ParseFailure, SourceError, SourceFile, read_source
 
 
 @dataclass
@@ -71,8 +71,8 @@ class ProjectSession:
         self._displays: dict[Path, Path] = {}  # path -> display(path), asked for every file on every edit
         self._config: tuple | None = None  # (pyproject stat, Config)
         self._listing = None
-        # Import candidates missing on disk, kept between analyses (project/index.py); a new set
-        # when the listing changes or the client says files changed, as a new file may be one
+        # Import candidates missing on disk, kept between analyses (project/module_finder.py); a
+        # new set when the listing changes or the client says files changed, as a new file may be one
         # (a new object: values computed from the old one are no longer taken, read_values.py).
         self.absent: set[Path] = set()
         self.cache: MemoryCache | None = None

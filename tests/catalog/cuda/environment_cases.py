@@ -1,8 +1,8 @@
-"""Third device check: the catalogue's [compile.*] and [environment.*] entries that had no CUDA
-case (ops.toml says "not run: no CUDA case"). Each case records what happened, never asserts:
-the JSON is read by a person and compared with the entry's condition (NOTES.md says what it
-showed). `distinct` counts the different results of `RUNS` runs on the same inputs: 1 means the
-run repeated bit for bit.
+"""run_on_gpu.sh, last: the catalogue's [compile.*] and [environment.*] entries, which
+verify_on_cuda.py has no case for. Each case records what happened, never asserts: the JSON
+(recorded as environment-run.json and merged into the CUDA record) is compared with each entry's
+condition by test_catalog_cuda_record.py, and NOTES.md says what it shows. `distinct` counts the
+different results of `RUNS` runs on the same inputs: 1 means the run repeated bit for bit.
 
 DEV=cpu runs it without a GPU (a dry run of the script itself; CPU answers say nothing of CUDA)."""
 import importlib.util, json, os, traceback

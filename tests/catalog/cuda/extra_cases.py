@@ -1,5 +1,5 @@
-"""Second device check: cases only the package's tests have, version questions on the
-installed torch, and whether flagged ops really vary between runs with determinism off."""
+"""run_on_gpu.sh, after verify_on_cuda.py: cases only the package's tests have, version questions
+on the installed torch, and whether flagged ops really vary between runs with determinism off."""
 import inspect, json, os, sys
 import torch, torch.nn as nn, torch.nn.functional as F
 

@@ -6,7 +6,8 @@
 - `dict_views`: `dict_view(data, expr, at)`, the keys of a `**kwargs` dict a call receives.
 - `classes`: `callee_classes(data, func, at)`, what class a called expression may be, and
   `derives_from(...)`, whether a class derives from known bases through project classes.
-- `order_flow`: `OrderFlow`, where the order of an order-unstable collection goes next.
+- `order_flow`: `OrderFlow`, where the order of an order-unstable collection goes next (and
+  `loop_order`, what a loop does with it).
 - `elements`: `Elements`, what kind of elements a collection holds (strings, parameters).
 - `hash_order`: the sets of such elements whose iteration order is used (TRP602, TRP603).
 

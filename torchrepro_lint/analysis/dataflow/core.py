@@ -2,8 +2,8 @@
 
 `flow(index)` returns the module's `Flow` (cached on the index): source order of nodes, the
 function that owns a node, the uses of a local name or of `self.<attr>` across a class, the
-bindings of a name and the value that reaches it. The other modules of this package build
-their views on it.
+bindings of a name and the value that reaches it; `named(index, name)`, the loads of `name`
+and of `<expr>.name` together. The other modules of this package build their views on it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,16 @@ def flow(index: ModuleIndex) -> Flow:
     if found is None:
         found = index.derived["flow"] = Flow(index)
     return found
+
+
+def named(index: ModuleIndex, name: str) -> list[cst.CSTNode]:
+    """The Name nodes `name` and the Attribute nodes `<expr>.name` of the module, together in
+    source order."""
+    fl = flow(index)
+    names, attributes = fl.names_called(name), fl.attribute_names.get(name, ())
+    if not attributes or not names:
+        return list(names or attributes)
+    return sorted([*names, *attributes], key=fl.pos)
 
 
 _NO_NAMES: list = []

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchrepro_lint.analysis.dataflow.core import flow
+from torchrepro_lint.analysis.dataflow.core import flow, named
+from torchrepro_lint.analysis.literals import MISSING, literal_value
 from torchrepro_lint.analysis.module_index import ModuleIndex
-from torchrepro_lint.project.extract.literals import MISSING, literal_value
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,6 @@ def arguments_of_calls(index: ModuleIndex, name: str) -> tuple:
     """The summary: for each call of `name` (as `name(...)` or `<expr>.name(...)`) in a module,
     (what the callee resolves to, its positional arguments, its keyword arguments, whether
     `*args`/`**kwargs` may pass more), each argument as (literal value,) or () when not literal."""
-    from torchrepro_lint.analysis.project_uses import named  # (project_uses imports this module: not at the top)
-
     out = []
     for node in named(index, name):
         call = index.parents.get(node)

@@ -23,7 +23,7 @@ condition of the entry and of the record is *known* to hold here:
   decorators, Datasets, transforms, collate functions, checkpoint-loading code, Lightning
   evaluation steps), where the op's result only reaches non-differentiable uses (``> 0.5``,
   ``.gt_()``, ``.long()``, ``.item()``), in a module-level function that the project only uses
-  from such code (``project_uses.ProjectUses``), and on the data input of a top-level model's
+  from such code (``project/uses.py``: ``ProjectUses``), and on the data input of a top-level model's
   ``forward``.
 
 Refinements the catalogue states in words but not as predicates: sums of ones or of integers
@@ -63,7 +63,7 @@ from torchrepro_lint.analysis.receivers import is_tensor
 from torchrepro_lint.catalog import ApiRecord, OpEntry, Predicate, Version, load_catalog
 
 if TYPE_CHECKING:
-    from torchrepro_lint.analysis.project_uses import ProjectUses
+    from torchrepro_lint.project.uses import ProjectUses
 
 # Possible input dims of an API, to know when the ndim-gated entries together cover every case.
 VALID_NDIMS = {

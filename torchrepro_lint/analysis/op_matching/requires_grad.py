@@ -2,7 +2,7 @@
 
 False where ``GradContext`` (gradients.py) shows no autograd in the module, where the op's result
 only reaches non-differentiable uses, in a function, method or helper class that the project only
-uses from such code (``project_uses.ProjectUses``), on a top-level model's data input, and on
+uses from such code (``project/uses.py``: ``ProjectUses``), on a top-level model's data input, and on
 frozen attributes of ``self``.
 """
 
@@ -15,13 +15,13 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.receivers import PARAMETER_CLASSES
 from torchrepro_lint.analysis.syntax import self_attribute, string_value
 from torchrepro_lint.analysis.op_matching.calls import ApiCall
 from torchrepro_lint.analysis.op_matching.gradients import WEIGHT_RESIZE_NAME, GradContext, module_level_function
-from torchrepro_lint.project.known_apis import PARAMETER_CLASSES
 
 if TYPE_CHECKING:
-    from torchrepro_lint.analysis.project_uses import ProjectUses
+    from torchrepro_lint.project.uses import ProjectUses
 
 # Bases whose subclasses' methods run only when the project calls them (no framework hooks).
 PLAIN_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module", "builtins.object", "object"})

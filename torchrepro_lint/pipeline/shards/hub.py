@@ -12,16 +12,17 @@ from dataclasses import replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from torchrepro_lint.pipeline import memory
+from torchrepro_lint import memory
 from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
 from torchrepro_lint.pipeline.shards import protocol
 from torchrepro_lint.pipeline.shards.protocol import (
     INTERRUPTS, MAIN, ModulesByPath, Stages, WorkerHung, WorkerLost, allowance, take,
 )
 from torchrepro_lint.pipeline.shards import worker as worker_side  # by module: a test replaces worker_side.work
-from torchrepro_lint.pipeline.source import PARSES, SourceFile
+from torchrepro_lint.parsing.source import PARSES, SourceFile
 from torchrepro_lint.project import summaries
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import ProjectModule
 
 
 # -- the main process's side -------------------------------------------------------------------

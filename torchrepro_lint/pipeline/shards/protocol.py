@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from torchrepro_lint.pipeline.source import ParseFailure, SourceFile
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.parsing.source import ParseFailure, SourceFile
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import ProjectModule
 
 
 

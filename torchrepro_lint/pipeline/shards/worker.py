@@ -10,13 +10,14 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
-from torchrepro_lint.pipeline import memory
+from torchrepro_lint import memory
 from torchrepro_lint.pipeline.cache import dumps_with_modules, loads_with_modules
 from torchrepro_lint.pipeline.shards import protocol
 from torchrepro_lint.pipeline.shards.protocol import INTERRUPTS, ModulesByPath, Stages, lowered_outcome, take
-from torchrepro_lint.pipeline.source import PARSES, SourceFile
+from torchrepro_lint.parsing.source import PARSES, SourceFile
 from torchrepro_lint.project import summaries
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import ProjectModule
 
 
 # -- the worker's side -------------------------------------------------------------------------

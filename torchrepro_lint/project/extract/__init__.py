@@ -5,6 +5,10 @@
 - ``calls``: what one call becomes: effects of the external APIs known_apis.py lists (seeds,
   claims, draws, CUDA use...), the look-alikes that are none, and calls that may reach project
   code (``ir.Call``, for the interpreter to resolve);
-- ``literals``: the literal values the syntax tree spells out (``literal_value``, ``is_none``,
-  ``is_false``).
+- ``call_syntax``: what a call says by its own syntax (pretrained weights, a generator of its
+  own, the names it reads), and whether a qualified name may be project code;
+- ``devices``: whether an expression names a CUDA device, or a test of it left for the run;
+- ``attributes``: the values an attribute (``self.device``, ``cfg.device``) may hold;
+- ``adapters``: what PEFT adapter configurations draw;
+- ``function_reuse``: an edited module's functions whose IR the previous lowering still gives.
 """

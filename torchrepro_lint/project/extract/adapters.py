@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.literals import MISSING, is_none, literal_value
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.syntax import arg as _arg
-from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import (
     LORA_INITS_WITHOUT_DRAW,
     PEFT_ALWAYS_DRAWS,

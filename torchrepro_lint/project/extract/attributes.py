@@ -1,5 +1,5 @@
 """Where an attribute's value comes from: the assignments a device read as `self.device`,
-`cfg.device` or `Config.device` may hold, for the device evidence of calls.py.
+`cfg.device` or `Config.device` may hold, for the device evidence of devices.py.
 
 Read from the module's own classes, and conservatively: a later assignment of a plain literal
 that stands in its method (or class body) unconditionally replaces what came before it, so a
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.literals import literal_value
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.analysis.syntax import descendants
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract.literals import literal_value
 
 Value = tuple[cst.BaseExpression, cst.CSTNode]  # (expression, where its names are read)
 _MISSING = object()

@@ -4,22 +4,42 @@ Calls are classified with the tables in known_apis.py (a seed, a determinism cla
 the global generator, CUDA use, a checkpoint load, a spawned process...), with the look-alikes
 that are none: a draw that is a seed's argument, an example input drawn only to trace a model,
 an accelerator only asked about, a device probe a module runs when imported. A call that may be
-project code (`EXTERNAL_ROOTS` says which roots never are) becomes an ir.Call, and a function
-passed as a value an ir.FunctionRef, for the interpreter to resolve.
+project code (call_syntax.EXTERNAL_ROOTS says which roots never are) becomes an ir.Call, and a
+function passed as a value an ir.FunctionRef, for the interpreter to resolve. What a call's own
+syntax says is call_syntax.py's; whether a device argument names CUDA, devices.py's.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.literals import is_false, is_none, literal_value
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
-from torchrepro_lint.analysis.names import LOCAL, dotted
+from torchrepro_lint.analysis.names import LOCAL
+from torchrepro_lint.analysis.receivers import PARAMETER_CLASSES
 from torchrepro_lint.analysis.syntax import arg as _arg
-from torchrepro_lint.analysis.syntax import evaluated_string
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws, config_shown
-from torchrepro_lint.project.extract.literals import is_false, is_none, literal_value
+from torchrepro_lint.project.extract.call_syntax import (
+    EXTERNAL_ROOTS,
+    adds_task_head,
+    contains_node,
+    dict_keys,
+    fills_weights,
+    is_project_name,
+    is_random_transform,
+    lightning_on_gpu,
+    loads_pretrained,
+    loads_reward_model,
+    makes_a_seed,
+    mentions_name,
+    names_in,
+    on_self,
+    own_generator,
+    root,
+    subexpressions,
+)
+from torchrepro_lint.project.extract.devices import DeviceLowering
 from torchrepro_lint.project.known_apis import (
     ACCELERATOR_CALLS,
     ACCELERATOR_DEVICE,
@@ -43,12 +63,9 @@ from torchrepro_lint.project.known_apis import (
     MODEL_FACTORIES,
     MODEL_FACTORY_PREFIXES,
     NUMPY_NOT_DRAWS,
-    PARAMETER_CLASSES,
     PEFT_ADAPTER_CALLS,
     PY_RANDOM_DRAWS,
     RANDOM_INIT_MODULES,
-    RANDOM_TRANSFORM_PREFIXES,
-    RANDOM_TRANSFORMS,
     SPAWN_FUNCTIONS,
     TENSOR_RANDOM_METHODS,
     TORCH_DRAWS,
@@ -61,26 +78,15 @@ from torchrepro_lint.project.known_apis import (
 
 # A draw given to a PARAMETER_CLASSES as the initial value is a module's random init
 # (_initializes_parameter), and so are these fills and in-place fills of a `.weight` / `.bias`
-# (_fills_weights)
+# (fills_weights)
 INIT_FUNCTIONS = "torch.nn.init."
 
-# Roots that are never project code: calls into them are classified, not followed.
-EXTERNAL_ROOTS = frozenset(
-    "torch numpy random os sys builtins time math datetime json logging argparse typing "
-    "collections itertools functools pathlib re shutil subprocess multiprocessing threading "
-    "warnings copy pickle glob io abc dataclasses enum contextlib inspect uuid secrets hashlib "
-    "tqdm wandb yaml PIL cv2 pandas scipy sklearn matplotlib torchvision".split()
-)
 TRACING_CALLS = frozenset(
     {"torch.jit.trace", "torch.jit.trace_module", "torch.onnx.export", "torch.export.export", "torch.fx.symbolic_trace"}
 )
 # Calls that write an exported model: their example inputs do not change what is written.
 EXPORT_CALLS = frozenset({"torch.onnx.export", "torch.onnx.dynamo_export", "torch.jit.save", "torch.export.save"})
 SEED_CALLS = frozenset({"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"})
-
-
-def root(qualname: str) -> str:
-    return qualname.split(".", 1)[0]
 
 
 def _registers_by_name(node: cst.Call) -> bool:
@@ -93,14 +99,13 @@ def _registers_by_name(node: cst.Call) -> bool:
     )
 
 
-class CallLowering:
+class CallLowering(DeviceLowering):
     """Lowering's methods for calls (lowering.Lowering derives from this class): they read the
-    module's index and helpers, and Lowering's ref() and value()."""
+    module's index and helpers, Lowering's ref() and value(), and the device evidence of
+    devices.py."""
 
     index: ModuleIndex
     helpers: dict[str, Helper]
-    _attribute_values: dict[tuple, list[attributes.Value]]
-    _pending: list[ir.AttributeOnCuda]  # device tests for the run, found by _mentions_cuda
 
     def calls_of(self, statement: cst.CSTNode, targets: tuple[str, ...] = ()) -> list[ir.Stmt]:
         out: list[ir.Stmt] = []
@@ -122,7 +127,7 @@ class CallLowering:
                 shown = config_shown(self.index, adapter, node)
                 effect(Kind.MODULE_INIT, detail=ADAPTER_OF_TRAINER if shown else ADAPTER_OF_TRAINER_WHEN_GIVEN)
             self.helper_effects(site, self.helpers[q], out)
-        elif q is None and method == "seed_everything" and not _on_self(node.func.value):
+        elif q is None and method == "seed_everything" and not on_self(node.func.value):
             # `fabric.seed_everything(7)`: Lightning Fabric's method. Its receiver is rarely in
             # view (a parameter of the function given to `fabric.launch`), and a method of that
             # name that leaves torch unseeded was not found in any training code read.
@@ -164,10 +169,10 @@ class CallLowering:
                 effect(Kind.BENCHMARK, self.value(benchmark))
             elif deterministic is not None:  # Lightning sets benchmark = False when deterministic
                 out.append(ir.Branch(self.value(deterministic), (ir.Effect(Kind.BENCHMARK, self.ref(node), ir.Const(False)),), ()))
-            if _lightning_on_gpu(node):
+            if lightning_on_gpu(node):
                 effect(Kind.CUDA)
         elif q in LIGHTNING_FABRIC:
-            if _lightning_on_gpu(node):  # Fabric(accelerator="cuda"|"gpu"); no determinism switch
+            if lightning_on_gpu(node):  # Fabric(accelerator="cuda"|"gpu"); no determinism switch
                 effect(Kind.CUDA)
         elif q in HF_TRAINING_ARGUMENTS:
             full = _arg(node, None, "full_determinism")
@@ -180,25 +185,25 @@ class CallLowering:
                 if arg is not None:
                     effect(kind, self.value(arg))
         elif q in TORCH_DRAWS:
-            if _own_generator(node):
+            if own_generator(node):
                 pass  # `generator=g`: draws from g, not from torch's global generator
             elif q.startswith(INIT_FUNCTIONS) or self._initializes_parameter(node):
                 effect(Kind.MODULE_INIT)  # what a checkpoint loaded later replaces, like a layer's init
             elif not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
                 effect(Kind.DRAW, detail=targets + self._seed_made(targets, site))
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
-            effect(Kind.MODULE_INIT, detail=("pretrained",) if _loads_pretrained(node) else ())
-        elif q in DEFERRED_RANDOMNESS or _is_random_transform(q):
+            effect(Kind.MODULE_INIT, detail=("pretrained",) if loads_pretrained(node) else ())
+        elif q in DEFERRED_RANDOMNESS or is_random_transform(q):
             effect(Kind.RANDOMNESS, detail=DROPOUT if q in DROPOUT_MODULES else ())
         elif q == "torch.utils.data.DataLoader":
             shuffle = _arg(node, 2, "shuffle")
             if shuffle is not None and not is_false(shuffle) and not is_none(shuffle):
                 effect(Kind.RANDOMNESS)
         elif q in PY_RANDOM_DRAWS:
-            if not _makes_a_seed(targets):
+            if not makes_a_seed(targets):
                 effect(Kind.DRAW_RANDOM)
         elif q and q.startswith("numpy.random.") and q.count(".") == 2 and q.rsplit(".", 1)[1] not in NUMPY_NOT_DRAWS:
-            if not _makes_a_seed(targets):
+            if not makes_a_seed(targets):
                 effect(Kind.DRAW_NUMPY)
         elif q in SPAWN_FUNCTIONS:
             target = _arg(node, 0, "fn")
@@ -248,14 +253,14 @@ class CallLowering:
             if isinstance(key, str):
                 effect(Kind.ENV_SET, detail=(key,))
         elif q == "os.environ.update":
-            for key in _dict_keys(node):
+            for key in dict_keys(node):
                 effect(Kind.ENV_SET, detail=(key,))
         elif method is not None and (q is None or not q.startswith(("numpy.", "random."))):
             # Methods recognised by name on receivers we cannot type.
             if method in TENSOR_RANDOM_METHODS:
-                if _fills_weights(node):
+                if fills_weights(node):
                     effect(Kind.MODULE_INIT)  # `m.weight.data.normal_(0, 0.02)`: an init, as above
-                elif not _own_generator(node):
+                elif not own_generator(node):
                     effect(Kind.DRAW, detail=targets + self._seed_made(targets, site))
             elif method == "cuda":
                 effect(Kind.CUDA)
@@ -265,7 +270,7 @@ class CallLowering:
                 effect(Kind.CHECKPOINT)
             elif method in TRAINING_METHODS:
                 effect(Kind.TRAINING)
-            elif method == "from_pretrained" and _adds_task_head(node.func) and not _loads_reward_model(node):
+            elif method == "from_pretrained" and adds_task_head(node.func) and not loads_reward_model(node):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
         # Any call given a CUDA `device=`: torch's factories and modules, `.to(device=...)`, a
         # framework's or the project's own (TRP205's decisions say why this stays this wide).
@@ -304,7 +309,7 @@ class CallLowering:
                 out.append(call(receiver.value, node.func.attr.value))
             elif isinstance(receiver, cst.Call) and self.index.resolve(receiver.func, node) == "builtins.super":
                 out.append(call("super", node.func.attr.value))
-            elif isinstance(receiver, cst.Call) and _project_name(built := self.index.resolve(receiver.func, receiver)):
+            elif isinstance(receiver, cst.Call) and is_project_name(built := self.index.resolve(receiver.func, receiver)):
                 # `Trainer(cfg).fit(model)`: the method of the object just built (its own call ran first)
                 instance = f"<{built}()>"  # a name no Python variable has
                 out.append(ir.Assign(instance, ir.Instance(built)))
@@ -381,13 +386,13 @@ class CallLowering:
         on: `seed = broadcast(drawn).item(); local = seed + rank; manual_seed(local)` seeds from
         `drawn` (torchtune's set_seed draws a seed when none is given). A name's last assignment
         in the scope is the one the index keeps; unpacked names are not followed."""
-        names = {n.value for n in _names_in(expr)}
+        names = {n.value for n in names_in(expr)}
         bindings = self.index.enclosing_scope(node).bindings
         frontier = list(names)
         while frontier:
             value = bindings.get(frontier.pop())
             if isinstance(value, cst.CSTNode):
-                for read in _names_in(value):
+                for read in names_in(value):
                     if read.value not in names:
                         names.add(read.value)
                         frontier.append(read.value)
@@ -440,135 +445,6 @@ class CallLowering:
                     return True
         return False
 
-    def _cuda_value(self, exprs, at: cst.CSTNode) -> ir.Value | None:
-        """Whether an expression (or any of a list) names a CUDA device, as an IR value: TRUE
-        where this module shows it; a test for the run (ir.AttributeOnCuda) where an attribute's
-        value is decided elsewhere (an imported class, a store outside the class); None where
-        nothing could."""
-        saved, self._pending = self._pending, []
-        try:
-            if any(self._mentions_cuda(e, at) for e in (exprs if isinstance(exprs, list) else [exprs])):
-                return ir.TRUE
-            pending = tuple(dict.fromkeys(self._pending))
-        finally:
-            self._pending = saved
-        if not pending:
-            return None
-        return pending[0] if len(pending) == 1 else ir.BoolOp("or", pending, "<device>")
-
-    def _names_cuda_here(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
-        """_mentions_cuda on what this module shows alone (for summaries and constructions)."""
-        saved, self._pending = self._pending, []
-        try:
-            return self._mentions_cuda(expr, at, depth)
-        finally:
-            self._pending = saved
-
-    def _attribute_names_cuda(self, expr: cst.Attribute, at: cst.CSTNode, depth: int) -> bool | None:
-        """`self.device` set in a method of the class (a Trainer's __init__), `cfg.device` of a
-        config built from a class of this module, the class attribute `Config.device`, or one
-        level of chain (`self.cfg.device`, `cfg.train.device`). Where the value is decided
-        elsewhere, a test is left for the run (self._pending); None: not an attribute we follow."""
-        owner, attribute = expr.value, expr.attr.value
-        if isinstance(owner, cst.Attribute):
-            return self._chained_attribute_names_cuda(expr, at, depth)
-        values = self._attribute_values_of(expr, at)
-        known = values is not None and any(self._mentions_cuda(v, where, depth + 1) for v, where in values)
-        if owner.value == "self":
-            if values is not None and self.index.enclosing(at, cst.FunctionDef) is not None:
-                # a store from outside the class (`trainer.device = "cpu"`) or a base class in
-                # another module may decide it: the run does, knowing what this module shows
-                self._pending.append(ir.AttributeOnCuda("self", None, attribute, known=known))
-                return False
-            return known if values is not None else None
-        if values is not None:
-            return known
-        built = self.index.assigned_value(owner.value, at)
-        if isinstance(built, cst.Call):  # `cfg = Config(...)`, Config imported from the project
-            self._defer_to_class(built.func, built, attribute, owner.value, depth=depth)
-        elif built is None:  # `Config.device`
-            self._defer_to_class(owner, None, attribute, None, depth=depth)
-        return None
-
-    def _chained_attribute_names_cuda(self, expr: cst.Attribute, at: cst.CSTNode, depth: int) -> bool | None:
-        """`self.cfg.device` where `self.cfg = Config(...)`, `cfg.train.device` where the
-        dataclass field is `train: TrainConfig = field(default_factory=TrainConfig)`: the
-        attribute of each object the inner attribute may hold, built from a project class."""
-        inner = expr.value
-        if not isinstance(inner.value, cst.Name):
-            return None
-        values = self._attribute_values_of(inner, at)
-        if values is None:
-            return None
-        found = False
-        for value, where in values:
-            call = value if isinstance(value, cst.Call) else None
-            func = call.func if call is not None else value
-            if not isinstance(func, (cst.Name, cst.Attribute)):
-                continue
-            klass = attributes.local_class(self.index, self.index.resolve(func, where))
-            if klass is None:
-                self._defer_to_class(func, call, expr.attr.value, None, where, depth)
-                continue
-            construction = call if call is not None else cst.Call(func=func)  # a factory: built with no arguments
-            found = found or any(
-                self._mentions_cuda(v, w, depth + 1)
-                for v, w in attributes.attribute_values(self.index, klass, expr.attr.value, construction)
-            )
-        return found
-
-    def _defer_to_class(self, func, call: cst.Call | None, attribute: str, owner: str | None, at=None, depth: int = 0) -> None:
-        """Leave the test of `<object>.<attribute>` to the run, for a class of another project
-        module (the run reads its summary, ir.ClassIR.devices). Built from `**overrides`, any
-        attribute may be given: no test (precision first)."""
-        qualname = self.index.resolve(func, at or call or func)
-        if not _project_name(qualname) or qualname.startswith(LOCAL):
-            return
-        given = None
-        if call is not None:
-            if any(a.star for a in call.args):
-                return
-            given, position = [], 0
-            for a in call.args:
-                key = a.keyword.value if a.keyword is not None else position
-                position += a.keyword is None
-                given.append((key, self._names_cuda_here(a.value, call, depth + 1), attributes.is_plain_literal(a.value)))
-            given = tuple(given)
-        elif owner is None and at is not None:
-            given = ()  # a dataclass field's `default_factory`: built with no arguments
-        self._pending.append(ir.AttributeOnCuda(owner, qualname, attribute, given, instance=call is not None or given is not None))
-
-    def _attribute_values_of(self, expr: cst.Attribute, at: cst.CSTNode) -> list[attributes.Value] | None:
-        """The values `owner.attribute` may hold, where the owner is `self`, an instance of a class
-        of this module built in the same scope, or such a class itself; None for any other owner."""
-        owner, attribute = expr.value.value, expr.attr.value
-        if owner == "self":
-            klass = self.index.enclosing(at, cst.ClassDef)
-            construction = None
-        else:
-            klass = attributes.local_class(self.index, self.index.resolve(expr.value, at))
-            construction = None
-            if klass is None:
-                built = self.index.assigned_value(owner, at)
-                if not isinstance(built, cst.Call):
-                    return None
-                klass = attributes.local_class(self.index, self.index.resolve(built.func, built))
-                construction = built
-            elif self.index.assigned_value(owner, at) is not None:
-                return None  # a variable of the class's name
-        if klass is None:
-            return None
-        key = (id(klass), id(construction), owner, attribute, owner == "self" or construction is not None)
-        found = self._attribute_values.get(key)
-        if found is None:
-            found = attributes.attribute_values(self.index, klass, attribute, construction, instance=key[4])
-            if owner != "self":
-                # `cfg.device = "cpu"` where the object is used (anywhere in the module, for a class)
-                scope = self.index.enclosing(at, cst.FunctionDef) if construction is not None else None
-                found = attributes.with_stores(found, scope or self.index.module, owner, attribute)
-            self._attribute_values[key] = found
-        return found
-
     def _import_time_probe(self, node: cst.Call) -> bool:
         """Module-level code inside `try:` under an environment condition (`if "X_TEST_DEVICE" in
         os.environ: try: torch.randn(3, device=...)`): a probe that the module runs when imported,
@@ -580,13 +456,13 @@ class CallLowering:
         in_try = on_env = False
         for ancestor in ancestors:
             if isinstance(ancestor, cst.Try) and ancestor.handlers:
-                in_try = in_try or _contains(ancestor.body, node)
+                in_try = in_try or contains_node(ancestor.body, node)
             elif isinstance(ancestor, cst.If) and self._reads_environment(ancestor.test):
                 on_env = True
         return in_try and on_env
 
     def _reads_environment(self, test: cst.BaseExpression) -> bool:
-        for sub in _subexpressions(test):
+        for sub in subexpressions(test):
             if isinstance(sub, (cst.Name, cst.Attribute)) and self.index.resolve(sub) in ("os.environ", "os.getenv", "os.environ.get"):
                 return True
         return False
@@ -628,40 +504,9 @@ class CallLowering:
         uses = [
             site for site in self.index.calls
             if site.scope is draw.scope and site is not draw
-            and any(_mentions(arg.value, name) for arg in site.node.args for name in names)
+            and any(mentions_name(arg.value, name) for arg in site.node.args for name in names)
         ]
         return bool(uses) and all(site.qualname in TRACING_CALLS for site in uses)
-
-    def _mentions_cuda(self, expr: cst.BaseExpression | None, at: cst.CSTNode, depth: int = 0) -> bool:
-        """"cuda" literals, torch.cuda.is_available(), or a variable assigned from one."""
-        if expr is None or depth > 3:
-            return False
-        if isinstance(expr, cst.SimpleString):
-            value = evaluated_string(expr)
-            return isinstance(value, str) and value.startswith("cuda")
-        if isinstance(expr, cst.Name):
-            assigned = self.index.assigned_value(expr.value, at)
-            return assigned is not None and assigned is not expr and self._mentions_cuda(assigned, at, depth + 1)
-        if isinstance(expr, cst.Call):
-            q = self.index.resolve(expr.func, at)
-            if q in DEVICE_PROBES or q == ACCELERATOR_DEVICE:
-                return True
-            if q == "torch.device":
-                return any(self._mentions_cuda(a.value, at, depth + 1) for a in expr.args)
-            return False
-        if isinstance(expr, cst.IfExp):
-            return any(self._mentions_cuda(e, at, depth + 1) for e in (expr.test, expr.body, expr.orelse))
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, (cst.Name, cst.Attribute)):
-            found = self._attribute_names_cuda(expr, at, depth)
-            if found is not None:
-                return found
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":  # `current_accelerator().type`
-            return self._mentions_cuda(expr.value, at, depth + 1)
-        if isinstance(expr, cst.FormattedString):
-            return any(
-                isinstance(part, cst.FormattedStringText) and part.value.startswith("cuda") for part in expr.parts[:1]
-            )
-        return False
 
 
 # `getattr(torch, current_accelerator().type)` picks a backend module; nothing runs on it yet
@@ -670,135 +515,4 @@ _INSPECTING_BUILTINS = frozenset(
 )
 _PROBE_KINDS = frozenset({Kind.DRAW, Kind.CUDA, Kind.MODULE_INIT})
 
-
-def _on_self(receiver: cst.BaseExpression) -> bool:
-    """`self.method()` / `super().method()`: the project's own method, which the interpreter follows."""
-    if isinstance(receiver, cst.Name):
-        return receiver.value in ("self", "cls")
-    return isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name) and receiver.func.value == "super"
-
-
-def _project_name(qualname: str | None) -> bool:
-    return bool(qualname) and (qualname.startswith(LOCAL) or root(qualname) not in EXTERNAL_ROOTS)
-
-
-def _subexpressions(expr: cst.CSTNode):
-    yield expr
-    for child in expr.children:
-        yield from _subexpressions(child)
-
-
-def _contains(outer: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return any(sub is node for sub in _subexpressions(outer))
-
-
 _REPORTING_METHODS = frozenset("info debug warning warn error log write echo print format".split())
-# Lightning's accelerator names that put the Trainer's work on a CUDA GPU ("auto" picks one only
-# when present: like torch.cuda.is_available() unused, it is not evidence by itself).
-_LIGHTNING_GPU = frozenset({"gpu", "cuda"})
-
-
-def _lightning_on_gpu(call: cst.Call) -> bool:
-    """`Trainer(accelerator="gpu")` / `"cuda"`, or the pre-2.0 `gpus=N` (N not 0/None)."""
-    accelerator = literal_value(_arg(call, None, "accelerator"))
-    if isinstance(accelerator, str) and accelerator.lower() in _LIGHTNING_GPU:
-        return True
-    gpus = _arg(call, None, "gpus")
-    return gpus is not None and not is_none(gpus) and not is_false(gpus)
-
-
-def _own_generator(node: cst.Call) -> bool:
-    """`torch.randn(3, generator=g)`: the draw uses `g`, not torch's global generator."""
-    generator = _arg(node, None, "generator")
-    return generator is not None and not is_none(generator)
-
-
-def _dict_keys(call: cst.Call) -> list[str]:
-    keys = []
-    for arg in call.args:
-        if arg.keyword is not None:
-            keys.append(arg.keyword.value)
-        elif isinstance(arg.value, cst.Dict):
-            for element in arg.value.elements:
-                if isinstance(element, cst.DictElement):
-                    key = literal_value(element.key)
-                    if isinstance(key, str):
-                        keys.append(key)
-    return keys
-
-
-def _is_random_transform(q: str | None) -> bool:
-    if not q or not q.startswith(RANDOM_TRANSFORM_PREFIXES):
-        return False
-    name = q.rsplit(".", 1)[1]
-    return name.startswith("Random") or name in RANDOM_TRANSFORMS
-
-
-# Task heads that fine-tuning adds for the user's own labels: missing from a base checkpoint, so
-# initialised randomly. Generation heads (CausalLM, MaskedLM, Seq2SeqLM, ConditionalGeneration,
-# ImageTextToText, ...) are part of the checkpoint they are loaded from.
-_NEW_HEAD_TASKS = ("Classification", "MultipleChoice", "QuestionAnswering", "Segmentation", "ObjectDetection", "CTC", "XVector")
-
-
-def _adds_task_head(func: cst.Attribute) -> bool:
-    """`AutoModelForSequenceClassification.from_pretrained(...)`: a task head (transformers names
-    them `...For<Task>`) for the user's labels is initialised randomly. A language-model head,
-    a pretrained VAE, UNet, text encoder, tokenizer or scheduler loads everything it has: its
-    weights outlive no draw (and a missing weight is an error), so it draws nothing."""
-    receiver = func.value
-    name = receiver.attr.value if isinstance(receiver, cst.Attribute) else getattr(receiver, "value", "")
-    if not isinstance(name, str) or "For" not in name:
-        return False
-    task = name.split("For", 1)[1]
-    return any(head in task for head in _NEW_HEAD_TASKS)
-
-
-def _loads_reward_model(call: cst.Call) -> bool:
-    """`AutoModelForSequenceClassification.from_pretrained(reward_model_path, num_labels=1)`: a
-    checkpoint its code names a reward model (TRL's trainers load `reward_funcs` given as strings
-    this way) is a trained scorer, whose head comes with it."""
-    source = _arg(call, 0, "pretrained_model_name_or_path")
-    name = dotted(source) if source is not None else None
-    return name is not None and "reward" in name.rsplit(".", 1)[-1].lower()
-
-
-def _loads_pretrained(call: cst.Call) -> bool:
-    """`resnet50(weights=...)` / `pretrained=True`: the weights come from a checkpoint."""
-    weights = _arg(call, None, "weights")
-    pretrained = _arg(call, None, "pretrained")
-    return (weights is not None and not is_none(weights)) or (pretrained is not None and not is_false(pretrained) and not is_none(pretrained))
-
-
-def _mentions(expr: cst.CSTNode, name: str) -> bool:
-    if isinstance(expr, cst.Name):
-        return expr.value == name
-    return any(_mentions(child, name) for child in expr.children)
-
-
-def _names_in(expr: cst.CSTNode):
-    if isinstance(expr, cst.Name):
-        yield expr
-        return
-    for child in expr.children:
-        yield from _names_in(child)
-
-
-def _fills_weights(node: cst.Call) -> bool:
-    """`<...>.weight.normal_(...)`, `<...>.bias.data.uniform_(...)`: a layer's parameters filled
-    in place (an init method's way), with no generator of its own (which would not draw from
-    torch's)."""
-    receiver = node.func.value if isinstance(node.func, cst.Attribute) else None
-    if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
-        receiver = receiver.value
-    return (
-        isinstance(receiver, cst.Attribute)
-        and (receiver.attr.value.endswith("weight") or receiver.attr.value == "bias")
-        and not _own_generator(node)
-    )
-
-
-def _makes_a_seed(targets: tuple[str, ...]) -> bool:
-    """`seed = args.seed if args.seed is not None else random.randint(0, 2**32 - 1)`: a draw
-    from Python's or NumPy's generator that makes the run's seed (logged and given to torch, as
-    rules.md's TRP104 trap describes) is no data stream that their own seeding would fix."""
-    return any(names_a_seed(name) for name in targets)

@@ -23,7 +23,7 @@ names the taken functions read: only code outside functions, a definition, `glob
 import changes them.
 A function nested in the edited one is lowered again (it reads the edited one's names). A taken
 function's IR comes with its node refs moved to where this lowering numbers them (`shifted`); the
-equivalence tests (tests/test_function_reuse.py, benchmarks/reparse_fuzz.py --index) compare
+equivalence tests (tests/project/test_function_reuse.py, benchmarks/reparse_fuzz.py --index) compare
 with a whole lowering.
 
 Inside the edited function, the statements the edit did not touch are taken the same way, one by
@@ -306,7 +306,7 @@ def shifted(function: ir.FunctionIR, delta: int) -> ir.FunctionIR:
 
 
 # id(a shifted function) -> (it, the function it was first shifted from): the same code without
-# refs, whose digest a cached result's IR_CODE read compares (staging.LoweredStore.ir_part_digest)
+# refs, whose digest a cached result's IR_CODE read compares (lowered_store.LoweredStore.ir_part_digest)
 SHIFTED_FROM: dict[int, tuple] = {}
 SHIFTED_KEPT = 4096
 

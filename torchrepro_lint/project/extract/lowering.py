@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.literals import MISSING, is_none, literal_value
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
-from torchrepro_lint.project.extract.calls import EXTERNAL_ROOTS, CallLowering, root
+from torchrepro_lint.project.extract.call_syntax import EXTERNAL_ROOTS, root
+from torchrepro_lint.project.extract.calls import CallLowering
 from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, shifted, shifted_statements
-from torchrepro_lint.project.extract.literals import MISSING, is_none, literal_value
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
 
 

@@ -14,7 +14,9 @@ decide. Two mechanisms keep it precise on real code:
 
 Modules:
 
-- ``run``: ``Interpreter``, the abstract run itself: statements, effects, calls, imports, spawns;
+- ``run``: ``Interpreter``, the abstract run itself: statements, effects, values, spawns;
+- ``calls``: how the run goes into project code: calls of functions, methods and constructors,
+  and imported modules' top levels;
 - ``states``: what a run carries and gathers: path states and how they split and join again,
   ``Facts``, call frames, and the bounds that keep a run finite;
 - ``recordings``: an import walk (or a run of callbacks) recorded in one program and replayed,

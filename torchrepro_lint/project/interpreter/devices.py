@@ -10,7 +10,8 @@ dotted name and handed to the object's methods as `self.device`).
 from __future__ import annotations
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.index import ProjectIndex, Symbol
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import Symbol
 
 
 def attribute_on_cuda(project: ProjectIndex, test: ir.AttributeOnCuda, frame) -> bool:

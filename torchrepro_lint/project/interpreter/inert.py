@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.index import ProjectIndex, ProjectModule, note_reads, record
+from torchrepro_lint.project.index import ProjectIndex
+from torchrepro_lint.project.modules import ProjectModule
+from torchrepro_lint.project.reads import note_reads, record
 
 
 def inert_import(project: ProjectIndex, module: ProjectModule, effectful, scratch=nullcontext) -> Inert | None:

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from torchrepro_lint.project.extract.function_reuse import unshifted
-from torchrepro_lint.project.index import ProjectModule, Symbol, note_reads, record
+from torchrepro_lint.project.modules import ProjectModule, Symbol
+from torchrepro_lint.project.reads import note_reads, record
 from torchrepro_lint.project.interpreter.moved import Gone, Moved
 from torchrepro_lint.project.interpreter.states import MAX_STEPS, WALKS_KEPT, Facts, Frame, PathState
 from torchrepro_lint.project.known_apis import Kind

@@ -13,7 +13,8 @@ from dataclasses import fields
 from operator import attrgetter
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.index import ProjectModule, Symbol, unrecorded
+from torchrepro_lint.project.modules import ProjectModule, Symbol
+from torchrepro_lint.project.reads import unrecorded
 from torchrepro_lint.project.interpreter.recordings import Remapped
 
 

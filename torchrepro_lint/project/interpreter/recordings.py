@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from torchrepro_lint.project.index import ProjectModule, note_reads, record
+from torchrepro_lint.project.modules import ProjectModule
+from torchrepro_lint.project.reads import note_reads, record
 from torchrepro_lint.project.interpreter.states import MAX_STEPS, Facts, Frame, Occurrence, PathState, Site
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class _Recording:
     effectful_before: dict
     effectful: dict  # the interpreter's memo after it
     callbacks: dict  # the callbacks it registered
-    reads: frozenset  # what it read (project.index.record), for the cached program's validity
+    reads: frozenset  # what it read (project.reads.record), for the cached program's validity
 
     @staticmethod
     def capture(interpreter: Interpreter, run, *, own_callbacks: bool = False) -> tuple[dict, object]:

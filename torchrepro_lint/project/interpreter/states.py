@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter, itemgetter
 
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.index import ProjectModule, Symbol
+from torchrepro_lint.project.modules import ProjectModule, Symbol
 
 MAX_DEPTH = 40  # open calls (and spawns) along one path
 MAX_IMPORT_DEPTH = 100  # imports running inside imports: each holds a few Python frames
