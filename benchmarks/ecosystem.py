@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Ecosystem check: which findings a change to torchrepro-lint adds and removes on real code.
 
-    python benchmarks/ecosystem.py --base ff75df1                 # base commit vs this checkout
-    python benchmarks/ecosystem.py --base main --head issue-16 --repos /tmp/real/nanoGPT /tmp/real/moco
+    python benchmarks/ecosystem.py --base main                    # a git ref vs this checkout
+    python benchmarks/ecosystem.py --base main --head my-branch --repos /tmp/real/nanoGPT /tmp/real/moco
     python benchmarks/ecosystem.py --base-python old/.venv/bin/python --head-python new/.venv/bin/python
 
 Each side of the comparison is a version of the linter:

@@ -1,4 +1,4 @@
-"""Check pipeline/reparse.py against LibCST's whole parse on real files.
+"""Check parsing/reparse.py against LibCST's whole parse on real files.
 
 For each .py file under DIRECTORY (shuffled by --seed), make a chain of random edits (insert a
 line from a small set, delete a line, add a comment to a line); for each edited text that
@@ -35,8 +35,9 @@ from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.same_code import node_pairs
 from torchrepro_lint.analysis.walk_reuse import index_shape
 from torchrepro_lint.pipeline.cache import structural_digest
-from torchrepro_lint.pipeline.reparse import ParsedText, _lines, reparse
-from torchrepro_lint.pipeline.source import ParseFailure, SourceFile, physical_lines
+from torchrepro_lint.parsing.reparse import ParsedText, _lines, reparse
+from torchrepro_lint.parsing.lines import physical_lines
+from torchrepro_lint.parsing.source import ParseFailure, SourceFile
 from torchrepro_lint.project.extract.function_reuse import function_reuse
 from torchrepro_lint.project.extract.lowering import Lowering
 from torchrepro_lint.server import recompile

@@ -33,7 +33,7 @@ Rows:
                                (flake8's own start-up), then --select TRP with the file outside
                                any project, and inside the project (it analyses the whole project)
 
-Tools that are not installed, and torchrepro-lint options that do not exist yet, are skipped
+Tools that are not installed, and torchrepro-lint options the version under test lacks, are skipped
 with a note, never faked; --skip leaves rows out (TorchFix takes about 20 minutes of CPU on torch's
 source). --json OUT writes every number and command. Needs a POSIX os.wait4.
 """
