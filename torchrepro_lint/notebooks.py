@@ -41,7 +41,7 @@ from json.decoder import scanstring
 from pathlib import Path
 
 from torchrepro_lint.findings import Edit, Finding, Fix
-from torchrepro_lint.parsing.source import ParseFailure, SourceError, SourceFile, read_source
+from torchrepro_lint.parsing.source import ParseFailure, SourceError, SourceFile, newer_syntax, read_source
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -384,6 +384,8 @@ def _parse_failure(text: str) -> ParseFailure | None:
             warnings.simplefilter("ignore")
             compile(text, "<cell>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
+        if newer_syntax(text, error) is not None:
+            return None  # newer syntax than the running Python's, which LibCST reads: checked
         return ParseFailure(error.msg, error.lineno or 1, max(error.offset or 1, 1))
     except (RecursionError, MemoryError, ValueError):
         return ParseFailure("too deeply nested to parse")

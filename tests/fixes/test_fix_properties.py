@@ -30,17 +30,23 @@ SNIPPETS = [
     "os.environ['PYTHONHASHSEED'] = str({n})",
     "pass",
     "# a comment about {n}",
+    # TRP304's, TRP302's and TRP105's fixes: a named sampler, its loader and an epoch loop; a
+    # split; a draw, then a seed
+    "smp = DistributedSampler([{n}])\nloader = DataLoader([], sampler=smp)\nfor epoch in range(3):\n    for b in loader:\n        print(b)",
+    "part = random_split([], [0.5, 0.5])",
+    "w_{n} = torch.randn(2)\ntorch.manual_seed(7)",
 ]
 
 
 @st.composite
 def programs(draw):
-    header = "import os\nimport random\nimport numpy as np\nimport torch\nimport torch.nn as nn\n\n"
+    header = "import os\nimport random\nimport numpy as np\nimport torch\nimport torch.nn as nn\n"
+    header += "from torch.utils.data import DataLoader, DistributedSampler, random_split\n\n"
     lines = []
     for _ in range(draw(st.integers(1, 8))):
         snippet = draw(st.sampled_from(SNIPPETS)).format(n=draw(NAMES))
         if draw(st.booleans()) and not snippet.startswith("#"):
-            lines.append(f"if {draw(NAMES)}:\n    {snippet}")
+            lines.append(f"if {draw(NAMES)}:\n" + "".join(f"    {line}\n" for line in snippet.split("\n")).rstrip("\n"))
         else:
             lines.append(snippet)
     body = "\n".join([*lines, "pass"])  # never a block of comments only

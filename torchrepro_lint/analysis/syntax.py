@@ -43,7 +43,7 @@ def evaluated_string(node: cst.SimpleString | cst.ConcatenatedString) -> str | b
 
 
 @lru_cache(maxsize=16384)
-def _simple_string_value(text: str) -> str | bytes:
+def _simple_string_value(text: str) -> str | bytes | None:
     start = 0
     while text[start] not in "'\"":
         start += 1
@@ -52,7 +52,10 @@ def _simple_string_value(text: str) -> str | bytes:
     inner = text[start + len(quote) : len(text) - len(quote)]
     if "b" not in prefix and "\r" not in inner and ("\\" not in inner or "r" in prefix):
         return inner
-    return literal_eval(text)
+    try:
+        return literal_eval(text)
+    except (SyntaxError, ValueError):  # (`"\x1"`: LibCST reads it, in a file CPython refused as newer syntax)
+        return None
 
 
 def is_none(expr: cst.BaseExpression | None) -> bool:

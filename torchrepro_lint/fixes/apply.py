@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchrepro_lint.findings import Edit, Finding
 from torchrepro_lint.parsing.lines import physical_lines
+from torchrepro_lint.parsing.source import NEVER_VALID
 
 
 def _offsets(text: str) -> list[int]:
@@ -26,10 +27,14 @@ def _offset(starts: list[int], position: tuple[int, int]) -> int:
 
 
 def parses(text: str) -> bool:
+    """LibCST reads `text`, and CPython compiles it or refuses it only as newer syntax than its
+    own (the verdict a linted file gets: parsing/source.py)."""
     try:
         cst.parse_module(text)
         ast.parse(text)
-    except (cst.ParserSyntaxError, SyntaxError, ValueError, RecursionError):
+    except SyntaxError as error:  # (after LibCST read it)
+        return not error.msg.startswith(NEVER_VALID)
+    except (cst.ParserSyntaxError, ValueError, RecursionError):
         return False
     return True
 

@@ -11,11 +11,16 @@ import ast
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import libcst as cst
+
 from torchrepro_lint import notebooks
 from torchrepro_lint.findings import Edit, Finding, Fix
 from torchrepro_lint.fixes import apply, notebook_cells
 from torchrepro_lint.parsing.lines import physical_lines
-from torchrepro_lint.parsing.source import ALL_CODES, NOQA_COMMENT, UNSUPPRESSIBLE, noqa_codes, string_last_rows, suppresses
+from torchrepro_lint.parsing.positions import string_last_rows_of
+from torchrepro_lint.parsing.source import (
+    ALL_CODES, NOQA_COMMENT, UNSUPPRESSIBLE, newer_syntax, noqa_codes, string_last_rows, suppresses,
+)
 
 
 @dataclass
@@ -49,7 +54,7 @@ def edit_for_row(text: str, row: int, code: str) -> Edit | None:
     """The comment that silences `code` on `row` of a Python `text` (the editor's "add noqa"
     action), or None where it is silenced already or no comment can be added without changing
     the code."""
-    row = string_last_rows(text).get(row, row)
+    row = _string_last_rows(text).get(row, row)
     line = _line(physical_lines(text), row)
     if line is None or (row == 1 and line.startswith("#!")) or code in UNSUPPRESSIBLE:
         return None
@@ -67,11 +72,39 @@ def _line(text_lines: list[str], row: int) -> str | None:
 
 def _code_of(text: str) -> str | None:
     """What a comment cannot change: the syntax tree (a `#` inside a string changes a constant;
-    one after a backslash continuation does not parse)."""
+    one after a backslash continuation does not parse). Of a text CPython refuses and LibCST
+    reads (newer syntax than the running Python's), LibCST's code without its comments."""
     try:
         return ast.dump(ast.parse(text))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except SyntaxError as error:
+        tree = newer_syntax(text, error)
+        return None if tree is None else tree.visit(_WithoutComments()).code
+    except (ValueError, RecursionError, MemoryError):
         return None
+
+
+def _string_last_rows(text: str) -> dict[int, int]:
+    """source.string_last_rows; of a text CPython refuses and LibCST reads (newer syntax than the
+    running Python's), from LibCST's tree, as SourceFile.is_suppressed reads it."""
+    try:
+        compile(text, "<noqa>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        tree = newer_syntax(text, error)
+        if tree is not None:
+            return string_last_rows_of(tree)
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return string_last_rows(text)
+
+
+class _WithoutComments(cst.CSTTransformer):
+    """Every comment left out, with the spaces before it (where a noqa comment goes)."""
+
+    def leave_TrailingWhitespace(self, original, updated):
+        return updated.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
+
+    def leave_EmptyLine(self, original, updated):
+        return updated.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
 
 
 def _plan(text: str, findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
@@ -80,7 +113,7 @@ def _plan(text: str, findings: list[Finding]) -> tuple[list[Finding], list[Findi
     A finding's comment goes on its row, or on the last row of the multi-line string its row
     is part of: where SourceFile.is_suppressed reads it. The carrier has the comment's row."""
     lines = physical_lines(text)
-    last_rows = string_last_rows(text) if "\n" in text else {}
+    last_rows = _string_last_rows(text) if "\n" in text else {}
     by_row: dict[int, list[Finding]] = {}
     left = []
     for finding in findings:
@@ -120,7 +153,7 @@ def _outcome(findings: list[Finding], carriers: list[Finding], done: list[Findin
         if finding in left:
             continue
         if finding.cell not in last_rows:
-            last_rows[finding.cell] = string_last_rows(texts(finding.cell))
+            last_rows[finding.cell] = _string_last_rows(texts(finding.cell))
         key = (finding.cell, last_rows[finding.cell].get(finding.row, finding.row))
         if key in done_rows:
             outcome.added.append(finding)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchrepro_lint.parsing.lines import line_texts
+from torchrepro_lint.parsing.lines import line_texts, physical_lines
 
 # LibCST compound statements whose indented body we follow, and the CPython types they match.
 _BLOCKS: dict[type, tuple[type, ...]] = {
@@ -40,8 +40,8 @@ _BLOCKS: dict[type, tuple[type, ...]] = {
 }
 _COMPOUND_AST = (
     ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor, ast.While, ast.With,
-    ast.AsyncWith, ast.If, ast.Try, ast.Match,
-) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+    ast.AsyncWith, ast.If, ast.Try,
+) + tuple(getattr(ast, name) for name in ("Match", "TryStar") if hasattr(ast, name))  # (3.10, 3.11)
 
 Span = tuple[int, int, int, int]
 
@@ -52,11 +52,14 @@ class _Unmapped(Exception):
 
 class StatementSpans:
     def __init__(
-        self, text: str, module: cst.Module, syntax_tree: ast.Module | None, parents: dict | None, offsets=None, bounds=None
+        self, text: str, module: cst.Module, syntax_tree: ast.Module | None, parents: dict | None, offsets=None, bounds=None,
+        tree_lines: bool = False,
     ) -> None:
         """`offsets`: lines to add per top-level statement of `syntax_tree` (server/recompile.py);
-        without a tree, `bounds` (statement_bounds) gives the top-level statements piece by piece."""
+        without a tree, `bounds` (statement_bounds) gives the top-level statements piece by piece;
+        `tree_lines`: a text CPython refuses (newer syntax), placed by LibCST's lines (_TreeLines)."""
         self.text, self.module, self.parents = text, module, parents
+        self.tree_lines = _TreeLines(module) if tree_lines else None
         if syntax_tree is not None:
             self.top = _Whole(syntax_tree, offsets)
         else:
@@ -74,13 +77,16 @@ class StatementSpans:
             return _span(self._whole[node], 0)
 
     def _fast(self, node: cst.CSTNode) -> Span:
-        if self.top is None or self.parents is None:
+        if self.top is None and self.tree_lines is None or self.parents is None:
             raise _Unmapped
         chain = [node]
         while chain[-1] in self.parents:
             chain.append(self.parents[chain[-1]])
         if chain[-1] is not self.module or len(chain) < 2:
             raise _Unmapped
+        if self.tree_lines is not None:  # no CPython tree to go into a block: the top-level statement
+            positions, start = self._positions_in_top(chain[-2])
+            return _span(positions[node], start)
         chain.reverse()  # the module, its statement, ..., node
         blocks: list[cst.CSTNode] = []  # compound statements we went into
         cst_body, ast_body, at = self.module.body, None, 1  # (ast_body: None at the top level)
@@ -129,6 +135,20 @@ class StatementSpans:
         if line_texts(pruned.code)[row - 1] != self._text_lines()[first_line - 1]:
             raise _Unmapped
         offset = first_line - row
+        self._pruned[id(statement)] = (statement, positions, offset)
+        return positions, offset
+
+    def _positions_in_top(self, statement: cst.CSTNode):
+        """`_positions_around` a top-level statement, placed by where its code begins (_TreeLines)."""
+        found = self._pruned.get(id(statement))
+        if found is not None:
+            return found[1], found[2]
+        pruned = self.module.with_changes(body=[statement])
+        positions = code_ranges(pruned)
+        offset = self.tree_lines.code_start(statement) - (1 + len(self.module.header))  # (the header is kept)
+        row = positions[statement].start.line
+        if line_texts(pruned.code)[row - 1] != self._text_lines()[row + offset - 1]:
+            raise _Unmapped
         self._pruned[id(statement)] = (statement, positions, offset)
         return positions, offset
 
@@ -184,6 +204,28 @@ class _Whole:
 
     def is_compound(self, index: int) -> bool:
         return isinstance(self.body[index], _COMPOUND_AST)
+
+
+class _TreeLines:
+    """Where each top-level statement's code begins (its leading blank lines and comments
+    included), from LibCST's tree, for a text CPython refuses (newer syntax than the running
+    Python's: source.py), where no CPython tree places statements: the code of the statements
+    before the one asked for is generated once and its lines counted (a fifth of a parse at
+    most). A node is then placed in its whole top-level statement."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._starts: list[int] = [1 + len(module.header)]  # of the statements counted so far, and the next
+
+    def code_start(self, statement: cst.CSTNode) -> int:
+        body = self.module.body
+        index = next((i for i, s in enumerate(body) if s is statement), None)
+        if index is None:
+            raise _Unmapped
+        while len(self._starts) <= index:
+            counted = body[len(self._starts) - 1]
+            self._starts.append(self._starts[-1] + len(physical_lines(self.module.code_for_node(counted))))
+        return self._starts[index]
 
 
 class _Pieces:
@@ -247,6 +289,29 @@ def code_ranges(module: cst.Module):
         return provider._computed
     except (AttributeError, TypeError):
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+def string_last_rows_of(module: cst.Module) -> dict[int, int]:
+    """source.string_last_rows from LibCST's tree, for a text CPython refuses (newer syntax than
+    the running Python's, whose tokenizer reads a 3.12 f-string's replacement fields over lines
+    as strings that end early): row -> the last row of the outermost multi-line string there, as
+    Python 3.12's tokens have it (an f-string from its start to its end)."""
+    strings, pending = [], [module]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (cst.SimpleString, cst.FormattedString)):
+            strings.append(node)  # (not gone into: an outer string's rows win, as tokens go)
+        else:
+            pending.extend(node.children)
+    multi_line = [node for node in strings if len(line_texts(module.code_for_node(node))) > 1]
+    if not multi_line:
+        return {}
+    ranges, last_rows = code_ranges(module), {}
+    for node in multi_line:
+        where = ranges[node]
+        for row in range(where.start.line, where.end.line):
+            last_rows[row] = where.end.line
+    return last_rows
 
 
 def _ast_index(cst_body, statement) -> int:

@@ -6,7 +6,6 @@ import ast
 import io
 import os
 import re
-import sys
 import tokenize
 from array import array
 from dataclasses import dataclass, field
@@ -119,17 +118,35 @@ def string_last_rows(text: str) -> dict[int, int]:
     return last_rows
 
 
-def _newer_python(text: str) -> bool:
-    """Whether LibCST, whose grammar runs ahead of the Python running the linter (3.12's `type`
-    statements and generics on 3.11), parses a text that CPython refused. Asked only of
-    failures: a project on a newer Python then hears why, not just "invalid syntax"."""
-    import libcst as cst
+# CPython's messages for text that no Python version accepts and LibCST's grammar lets through
+# (checked against LibCST 1.9 and CPython 3.9-3.13): limits of CPython's tokenizer, which LibCST
+# has not (its native parser overflows its stack on 5,000 nested parentheses), string literals
+# that do not decode, and one grammar rule LibCST does not have.
+NEVER_VALID = (
+    "too many nested parentheses",
+    "too many levels of indentation",
+    "(unicode error)",
+    "bytes can only contain ASCII",
+    "iterable unpacking cannot be used in comprehension",
+)
 
+
+def newer_syntax(text: str, error: SyntaxError) -> cst.Module | None:
+    """LibCST's tree of a text CPython refused with `error`, or None where no Python accepts it.
+
+    LibCST's grammar follows the newest Python whichever runs the linter: its native parser reads
+    3.12's `type` aliases and generics (PEP 695) and f-strings (PEP 701), 3.13's type parameter
+    defaults and 3.14's `except A, B:` (PEP 758) under 3.9, and refuses what no version accepts
+    but for NEVER_VALID (its `PartialParserConfig(python_version=...)` changes nothing there). So
+    its acceptance is the verdict on code newer than the running Python: a project's code is
+    linted the same under its own Python and under the older one pre-commit or CI runs.
+    Asked only of CPython's failures."""
+    if error.msg.startswith(NEVER_VALID):
+        return None
     try:
-        cst.parse_module(text)
-    except Exception:  # (LibCST's ParserSyntaxError, or anything its native parser raises)
-        return False
-    return True
+        return parse_unvalidated(text)
+    except Exception:  # (LibCST's ParserSyntaxError, anything its native parser raises, RecursionError)
+        return None
 
 
 def parse_unvalidated(text: str) -> cst.Module:
@@ -189,7 +206,10 @@ class SourceFile:
     syntax_offsets: tuple[int, ...] | None = field(default=None, repr=False)
     parents: dict | None = field(default=None, repr=False)
     _spans: StatementSpans | None = field(default=None, repr=False)
-    _compiles: bool = field(default=False, repr=False)  # CPython's parser accepted it
+    _compiles: bool = field(default=False, repr=False)  # CPython's parser accepted it (or LibCST, below)
+    # CPython refused the text and LibCST parsed it (newer syntax than the running Python's,
+    # `newer_syntax`): LibCST's tree gives the statements' lines that place findings
+    _newer_syntax: bool = field(default=False, repr=False)
     # Where each top-level statement is (positions.statement_bounds), kept from the first parse
     _statement_bounds: array | None = field(default=None, repr=False)
 
@@ -215,7 +235,8 @@ class SourceFile:
         cost on torch's source; a tree dropped within budget is parsed again without it).
 
         CPython gives precise syntax-error positions, and it refuses pathologically deep code
-        (an 8000-term expression) that would crash LibCST's native parser outright.
+        (an 8000-term expression) that would crash LibCST's native parser outright. Code it
+        refuses that LibCST reads (newer syntax than the running Python's) is linted all the same.
         Raises ParseFailure.
         """
         if not self._compiles:
@@ -225,10 +246,15 @@ class SourceFile:
             from torchrepro_lint.parsing.positions import statement_bounds
 
             tree = self._compile()
+            if tree is None:  # newer syntax: LibCST parsed it to say so (`_compile`)
+                return self.__dict__["module"]
             if "barry_as_FLUFL" not in self.text:
                 self._statement_bounds = statement_bounds(tree)
             del tree
             self._compiles = True
+        return self._parse()
+
+    def _parse(self) -> cst.Module:
         import libcst as cst
 
         PARSES[0] += 1
@@ -245,21 +271,29 @@ class SourceFile:
         finally:
             memory.parsed(len(self.text))
 
-    def _compile(self) -> ast.Module:
+    def _compile(self) -> ast.Module | None:
+        """CPython's tree of the text; None where CPython refuses it and LibCST parses it (newer
+        syntax than the running Python's: `newer_syntax`), whose tree is then this file's
+        `module`. Raises ParseFailure, with CPython's message and position, where neither does."""
         try:
             return compile(self.text, str(self.path), "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
         except SyntaxError as error:
-            message = f"file does not parse: {error.msg}"
-            if _newer_python(self.text):
-                running = "%d.%d" % sys.version_info[:2]
-                message = (
-                    f"file does not parse with Python {running}, which runs torchrepro-lint ({error.msg}); "
-                    "LibCST reads it, so it may use newer syntax (`type` aliases or generics, PEP 701 "
-                    "f-strings): run torchrepro-lint with the project's Python version"
-                )
-            raise ParseFailure(message, error.lineno or 1, max(error.offset or 1, 1)) from None
+            failure = ParseFailure(f"file does not parse: {error.msg}", error.lineno or 1, max(error.offset or 1, 1))
+            if error.msg.startswith(NEVER_VALID):
+                raise failure from None
+            memory.churned(len(self.text))
+            try:
+                module = newer_syntax(self.text, error)
+            finally:
+                memory.parsed(len(self.text))
+            if module is None:
+                raise failure from None
+            PARSES[0] += 1  # (a file parsed; a failed try is not counted, as before)
         except (RecursionError, MemoryError, ValueError):
             raise ParseFailure("file is too deeply nested to parse") from None
+        self.__dict__["module"] = module  # (the cached property's place: not parsed again)
+        self._compiles = self._newer_syntax = True
+        return None
 
     @property
     def has_tree(self) -> bool:
@@ -288,6 +322,9 @@ class SourceFile:
             from torchrepro_lint.parsing.positions import StatementSpans
 
             tree = self.module
+            if self._newer_syntax:  # no CPython tree: LibCST's lines place findings
+                self._spans = StatementSpans(self.text, tree, None, self.parents, tree_lines=True)
+                return self._spans.span(node)
             if self.syntax_tree is None and self._statement_bounds is None:
                 self.syntax_tree, self.syntax_offsets = self._compile(), None
             bounds = self._statement_bounds
@@ -311,4 +348,8 @@ class SourceFile:
 
     @cached_property
     def _string_last_rows(self) -> dict[int, int]:
+        if self._newer_syntax:  # (this Python's tokens are not the strings LibCST read)
+            from torchrepro_lint.parsing.positions import string_last_rows_of
+
+            return string_last_rows_of(self.module)
         return string_last_rows(self.text)

@@ -10,9 +10,13 @@ Every class is compact (`_compact`): a whole project's IR is held by every proce
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Union
+
+
+_SLOTS = {"slots": True} if sys.version_info >= (3, 10) else {}  # (dataclass's `slots` is 3.10's: 3.9 goes without)
 
 
 def _compact(cls=None, *, frozen: bool = True):
@@ -24,7 +28,7 @@ def _compact(cls=None, *, frozen: bool = True):
     state-dict restore did not; the values are read by one C-level attrgetter."""
 
     def make(cls):
-        cls = dataclass(frozen=frozen, slots=True)(cls)
+        cls = dataclass(frozen=frozen, **_SLOTS)(cls)
         names = [f.name for f in fields(cls)]
         if not names:
             cls.__reduce__ = lambda self: (type(self), ())

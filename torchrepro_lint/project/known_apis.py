@@ -30,6 +30,19 @@ class Kind:
     TRAINING = "training"  # gradients or optimisers: the program trains
     SPAWN_METHOD = "spawn_method"
     EXPORT = "export"  # writes an exported model (ONNX, TorchScript, torch.export)  # multiprocessing start method set to "spawn"
+    # TRP108 (resumed runs): an optimizer's state restored from a checkpoint (detail ("trains",):
+    # the same call trains on, Lightning's `fit(ckpt_path=...)`); an RNG state restored (or a
+    # framework resume that restores them); an optimizer stepped; and, added by the interpreter
+    # at the restore's site, a resume that training continued from with no RNG state restored.
+    OPTIMIZER_RESTORE = "optimizer_restore"
+    RNG_RESTORE = "rng_restore"
+    OPTIMIZER_STEP = "optimizer_step"
+    RESUMED_WITHOUT_RNG = "resumed_without_rng"
+    # TRP207 (compiled-kernel autotuning): a tuner turned on (detail: (source, knob), see
+    # extract/autotune.py), and Inductor's own `deterministic` flag set without deterministic
+    # mode (for the message: Dynamo resets it after tracing a frame).
+    AUTOTUNE = "autotune"
+    INDUCTOR_DETERMINISTIC = "inductor_deterministic"
 
 
 TORCH_DRAWS = frozenset(
@@ -131,6 +144,18 @@ CHECKPOINT_CALLS = frozenset(
 )
 CHECKPOINT_METHODS = frozenset({"load_state_dict", "load_checkpoint", "load_from_checkpoint"})
 TRAINING_METHODS = frozenset({"backward"})
+# TRP108: calls that restore a global RNG's state, and methods that restore an RNG object's
+# (`torch.Generator.set_state`, NumPy's `RandomState.set_state`, `random.Random.setstate`;
+# `xm.set_rng_state`, a device module reached through an alias), on any receiver.
+RNG_RESTORE_CALLS = frozenset(
+    {
+        "torch.set_rng_state", "torch.random.set_rng_state",
+        *(f"torch.{device}.{name}" for device in ("cuda", "cuda.random", "xpu", "mps", "npu")
+          for name in ("set_rng_state", "set_rng_state_all")),
+        "numpy.random.set_state", "random.setstate",
+    }
+)
+RNG_RESTORE_METHODS = frozenset({"set_rng_state", "set_rng_state_all", "set_state", "setstate", "__setstate__"})
 
 SPAWN_FUNCTIONS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 LIGHTNING_TRAINER = "lightning.Trainer"
@@ -139,6 +164,26 @@ LIGHTNING_FABRIC = frozenset({"lightning.Fabric", "lightning.fabric.Fabric", "li
 FABRIC_SEED_EVERYTHING = "lightning.Fabric.seed_everything"
 HF_TRAINING_ARGUMENTS = frozenset({"transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments"})
 CUDNN = "torch.backends.cudnn"
+
+# TRP207: compiled-kernel autotuning, read in torch 2.13.0 (and the same in 2.14.1).
+# `torch.compile(mode=...)` turns these modes into config patches (_inductor/__init__.py,
+# list_mode_options): both set `max_autotune` and `coordinate_descent_tuning`.
+INDUCTOR_CONFIG = "torch._inductor.config"
+COMPILE_CALLS = frozenset({"torch.compile"})
+AUTOTUNE_MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
+# The switches that choose kernels by timing them in a way that changes results
+# (_inductor/config.py, with the variables it reads when it is imported):
+# `max_autotune` / `max_autotune_gemm`: matmul and convolution templates chosen by timing
+# (select_algorithm.py, `config.max_autotune or config.max_autotune_gemm`); coordinate descent:
+# reductions' block sizes and warps retuned by timing (runtime/triton_heuristics.py).
+# `max_autotune_pointwise` is not one: pointwise block sizes do not change results, and the
+# reduction configs it adds are timed in every mode (see the rule's decisions).
+AUTOTUNE_SWITCHES = {
+    "max_autotune": "TORCHINDUCTOR_MAX_AUTOTUNE",
+    "max_autotune_gemm": "TORCHINDUCTOR_MAX_AUTOTUNE_GEMM",
+    "coordinate_descent_tuning": "TORCHINDUCTOR_COORDINATE_DESCENT_TUNING",
+}
+INDUCTOR_DETERMINISTIC_SWITCH = ("deterministic", "TORCHINDUCTOR_DETERMINISTIC")
 
 
 @dataclass(frozen=True)

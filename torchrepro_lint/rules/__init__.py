@@ -1,8 +1,10 @@
 """Every rule lives in its own module here (`trp101_missing_seed.py`, ...), found automatically.
 
 What rules share: base (the Rule class), context (what a rule sees of the project and its
-programs), edits (building the fixes they attach), pages (their documentation), _ops (TRP401 and
-TRP402's op matches) and uninitialized_memory (TRP501's analysis).
+programs), edits (building the fixes they attach), statements (what a fix that moves or adds a
+statement checks: blocks, names bound and changed), late_seed_fix (TRP105's move), pages (their
+documentation), _ops (TRP401 and TRP402's op matches) and uninitialized_memory (TRP501's
+analysis).
 """
 
 from __future__ import annotations

@@ -19,16 +19,24 @@ class ParseError(Rule):
     not_reported = (
         "Soft keywords used as names (`match = {\"case\": 1}`, a variable called `type`) parse fine; "
         "such a file is linted as usual.",
+        "Syntax newer than the Python that runs torchrepro-lint (3.12's `type` aliases and generics "
+        "`class Pipeline[T]:`, PEP 701 f-strings, 3.14's `except A, B:`; `match` under 3.9) is not "
+        "an error: LibCST, whose grammar follows the newest Python, reads it, and the file is linted "
+        "like any other. pre-commit builds its hook with the default `python3` and CI images lag "
+        "behind the project's Python.",
     )
     where_reported = (
-        "At the position the parser gives, with its message (`file does not parse: invalid syntax`).",
-        "Code that LibCST reads but the Python running torchrepro-lint does not (newer syntax: `type` "
-        "aliases or generics, PEP 701 f-strings) is reported with a message saying so: run "
-        "torchrepro-lint with the project's Python version.",
+        "At the position the parser gives, with its message (`file does not parse: invalid syntax`): "
+        "CPython's, where neither CPython nor LibCST accepts the code.",
         "In a notebook, each code cell is parsed on its own: a cell that does not parse is a TRP000 at "
         "that cell (`cell 4 does not parse (...)`).",
     )
     decisions = (
+        "The verdict is the union of the two parsers, not a `target-version` setting: LibCST's "
+        "native parser reads every Python version's syntax whatever version it is told, and no "
+        "finding or fix depends on the version the project targets. What no Python accepts and "
+        "LibCST lets through (over 200 nested parentheses, a string escape that does not decode) is "
+        "still TRP000.",
         "Undecodable and unreadable files are not TRP000: they are reported as errors on stderr and "
         "make the run exit with status 2, because nothing about their content is known.",
         "A `.ipynb` file that is not valid JSON or not nbformat 4 is an error on stderr (exit status 2), "

@@ -3,6 +3,7 @@ from __future__ import annotations
 from torchrepro_lint.rules.context import describe
 from torchrepro_lint.project.known_apis import ADAPTER, ADAPTER_OF_TRAINER, ADAPTER_OF_TRAINER_WHEN_GIVEN, TRAINER_SEED, Kind
 from torchrepro_lint.rules.base import Example, Rule
+from torchrepro_lint.rules.late_seed_fix import seed_move_fix
 
 
 class LateSeed(Rule):
@@ -14,7 +15,17 @@ class LateSeed(Rule):
         "unseeded generator: it differs every run even though the program 'is seeded'. The bug "
         "hides well, because everything after the seed does repeat."
     )
-    fix = "Move the seeding call before the first model construction or random draw."
+    fix_safety = "unsafe"
+    fix = (
+        "Move the seeding call before the first model construction or random draw. The fix moves "
+        "the seeding statement (and the comment lines right above it) to just above the statement "
+        "of its block that runs the first draw (the draw, or a call of a function of the same file "
+        "that makes it: `model = build_model()`). Only for a bare call of a seeding API or of a "
+        "function that only seeds, with plain arguments (no `dist.get_rank()`), that no statement "
+        "it passes binds or changes (`args = parser.parse_args()`, `cfg.merge_from_file(f)`), in a "
+        "function that seeds torch once (two `manual_seed(0)` may pair up two passes). Unsafe: "
+        "what followed the seed was reproducible and now comes after the first draw."
+    )
     not_reported = (
         "A draw whose value becomes the seed (`seed = torch.randint(0, 2**31, (1,)).item(); "
         "torch.manual_seed(seed)`), also through the seeding function's own assignments "
@@ -302,4 +313,5 @@ if __name__ == "__main__":
                     ref,
                     f"{seeded}, after {describe(consumed.site)} already drew from the unseeded "
                     f"generator: that draw (initial weights, say) changes every run; {advice}",
+                    fix=None if (module, ref) in by_trainer else seed_move_fix(context, module, ref, consumed),
                 )

@@ -4,8 +4,10 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.syntax import arg, bool_value, is_none
-from torchrepro_lint.project.known_apis import Kind
+from torchrepro_lint.project.known_apis import KNOWN_HELPERS, Kind
 from torchrepro_lint.rules.base import Example, Rule, last_names, programs_for
+from torchrepro_lint.rules.edits import add_keywords, make_fix, module_name_for, replace
+from torchrepro_lint.rules.statements import bindings_of, bound_before
 
 RANDOM_SPLIT = "torch.utils.data.random_split"
 DEVICE_SPECIFIC_SEEDS = frozenset({"accelerate.utils.set_seed", "accelerate.utils.random.set_seed"})
@@ -32,10 +34,18 @@ class UnseededSplit(Rule):
         "`seed + rank`, each rank splits differently. Either way samples move between training "
         "and validation, and validation scores stop being comparable (or leak)."
     )
+    fix_safety = "unsafe"
     fix = (
         "Give the split its own seed: `random_split(ds, lengths, generator=torch.Generator()"
         ".manual_seed(seed))`, `train_test_split(..., random_state=seed)`, "
-        "`KFold(n, shuffle=True, random_state=seed)`."
+        "`KFold(n, shuffle=True, random_state=seed)`. The fix writes that argument (or replaces its "
+        "`None`) with the program's own seed: a seeding call's argument in the same file, without "
+        "its rank (`args.seed` of `torch.manual_seed(args.seed + rank)`), when it is a literal or "
+        "a name holding the same value at the split (`SEED`, `args.seed` in the same function); "
+        "in a program that seeds nothing (or code no program runs), the `seed` setting; otherwise no "
+        "fix. Unsafe: it changes "
+        "which samples land in validation and, as the split stops drawing from the global "
+        "generator, every later draw of a seeded program."
     )
     not_reported = (
         "A split given its own seed: `generator=` a generator, `random_state=` a value other than "
@@ -187,6 +197,7 @@ def folds(x, y, seed):
                 self, module, call,
                 f"`{name}` without its own seed draws from {library}'s global generator, {problem}: "
                 f"samples move between training and validation from run to run; pass {remedy}",
+                fix=split_seed_fix(context, module, site, programs_for(context, module, call)),
             )
 
     def _problem(self, context, module, call, kind: str, library: str) -> str | None:
@@ -228,3 +239,116 @@ def _mentions_rank(data, expr: cst.CSTNode, depth: int) -> bool:
     if isinstance(expr, cst.Attribute):
         return "rank" in expr.attr.value.lower() or _mentions_rank(data, expr.value, depth)
     return any(_mentions_rank(data, child, depth) for child in expr.children)
+
+
+# Where the seed is in a seeding call: (position, keyword).
+SEED_ARGUMENT = {"torch.manual_seed": (0, "seed"), "random.seed": (0, "a"), "numpy.random.seed": (0, "seed")}
+
+
+def split_seed_fix(context, module, site, programs):
+    """The split given its own seed (`generator=torch.Generator().manual_seed(seed)`,
+    `random_state=seed`), with the program's seed expression where it is in scope at the split,
+    or the `seed` setting where no program seeds anything; otherwise None."""
+    seed = _seed_for(context, module, site.node, programs)
+    if seed is None:
+        return None
+    call = site.node
+    if site.qualname == RANDOM_SPLIT:
+        torch, imports = module_name_for(module, "torch")
+        edit = _seed_argument(module, call, 2, "generator", f"{torch}.Generator().manual_seed({seed})")
+        return make_fix("unsafe", "Give the split its own seeded generator", [*imports, edit])
+    edit = _seed_argument(module, call, SKLEARN[site.qualname][0], "random_state", seed)
+    return make_fix("unsafe", "Give the split its own `random_state`", [edit])
+
+
+def _seed_argument(module, call: cst.Call, position: int | None, keyword: str, code: str):
+    given = arg(call, position, keyword)
+    if given is not None:
+        return replace(module, given, code)  # a `None` (the rule reports no other value)
+    return add_keywords(module, call, [(keyword, code)])
+
+
+def _seed_for(context, module, call: cst.Call, programs) -> str | None:
+    seeds = [o for p in programs for o in p.facts.of(Kind.SEED_TORCH, Kind.SEED_NUMPY, Kind.SEED_RANDOM) if o.ordered]
+    if not seeds:
+        return str(context.config.seed)  # as TRP101's and TRP301's fixes
+    found = {text for text in (_seed_in_scope(module, call, o) for o in seeds) if text is not None}
+    return found.pop() if len(found) == 1 else None
+
+
+def _seed_in_scope(module, call: cst.Call, occurrence) -> str | None:
+    """The seed of a seeding call of this module, without its rank (`args.seed` of `args.seed +
+    rank`), when it is a literal or a name (`SEED`, `args.seed`, `cfg["seed"]`) that holds the
+    same value at the split."""
+    seed_module, ref = occurrence.site
+    if seed_module is not module or ref is None:
+        return None
+    node = module.nodes[ref]
+    if not isinstance(node, cst.Call):
+        return None
+    qualname = module.index.resolve(node.func, node)
+    helpers = {**KNOWN_HELPERS, **module.helpers}
+    if qualname in SEED_ARGUMENT:
+        expr = arg(node, *SEED_ARGUMENT[qualname])
+    elif qualname in helpers and helpers[qualname].seed_text is None:
+        expr = arg(node, 0, helpers[qualname].seed_param)
+    else:
+        return None
+    if expr is None or is_none(expr):
+        return None
+    data = flow(module.index)
+    terms = [t for t in _terms(expr) if not _mentions_rank(data, t, 0)]
+    if len(terms) != 1 or not _simple(terms[0]):
+        return None
+    base = terms[0]
+    root = _root(base)
+    if root is not None and not _same_value(module, root, node, call):
+        return None
+    return module.index.module.code_for_node(base.with_changes(lpar=(), rpar=()))
+
+
+def _terms(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The terms of a sum (`args.seed + rank`: both)."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        return [*_terms(expr.left), *_terms(expr.right)]
+    return [expr]
+
+
+def _simple(expr: cst.BaseExpression) -> bool:
+    """A literal integer, or a name with attributes and literal subscripts."""
+    if isinstance(expr, cst.Integer):
+        return True
+    if isinstance(expr, cst.Subscript):
+        return (
+            len(expr.slice) == 1
+            and isinstance(expr.slice[0].slice, cst.Index)
+            and isinstance(expr.slice[0].slice.value, (cst.SimpleString, cst.Integer))
+            and _simple(expr.value)
+            and not isinstance(expr.value, cst.Integer)
+        )
+    if isinstance(expr, cst.Attribute):
+        return _simple(expr.value) and not isinstance(expr.value, cst.Integer)
+    return isinstance(expr, cst.Name) and expr.value not in ("None", "True", "False")
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _same_value(module, name: str, seed: cst.Call, split: cst.Call) -> bool:
+    """Whether `name` holds at the split what it held at the seeding call: both in one function
+    (or both at module level) where it is bound once, before the split, or a module-level name
+    bound once that neither function binds."""
+    index = module.index
+    seed_owner = index.enclosing(seed, cst.FunctionDef)
+    split_owner = index.enclosing(split, cst.FunctionDef)
+    if seed_owner is split_owner and bindings_of(split_owner or index.module, name):
+        return bound_before(module, split_owner or index.module, name, split)
+    functions = [a for node in (seed, split) for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)]
+    if any(bindings_of(function, name) for function in functions):
+        return False
+    if index.enclosing(split, cst.FunctionDef, cst.ClassDef, cst.Lambda) is not split_owner:
+        return False  # (in a class body or a lambda: not followed)
+    return bindings_of(index.module, name) == 1

@@ -7,6 +7,8 @@ from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.syntax import arg, bool_value, subtree
 from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Example, Rule, programs_for
+from torchrepro_lint.rules.edits import make_fix, statement_line
+from torchrepro_lint.rules.statements import DEFERRED, bindings_of, block_of, insert_above
 
 SAMPLER = "torch.utils.data.DistributedSampler"
 SAMPLERS = frozenset({SAMPLER})
@@ -24,9 +26,16 @@ class DistributedSamplerEpoch(Rule):
         "the data in exactly the same order, which quietly changes training (and differs from "
         "the same script run on one GPU with a shuffling DataLoader)."
     )
+    fix_safety = "unsafe"
     fix = (
         "Call `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)`) at the start of "
-        "every epoch, before iterating the loader."
+        "every epoch, before iterating the loader. The fix inserts `sampler.set_epoch(epoch)` as the "
+        "first statement of the epoch loop when it sees all of it in one function: the sampler "
+        "assigned to a name (`sampler = DistributedSampler(...)`, torch's class itself), a loader "
+        "given `sampler=sampler`, and after them a `for epoch in range(...)` whose body has a `for` "
+        "over that loader. It is unsafe because it changes a run that was reproducible: from the "
+        "second epoch on, every epoch sees a new order, so the numbers of earlier runs are not "
+        "repeated by the fixed code."
     )
     not_reported = (
         "`DistributedSampler(..., shuffle=False)` (validation), or a `shuffle=` that is not a literal.",
@@ -207,6 +216,7 @@ def one_pass(dataset, model):
                 "shuffling `DistributedSampler` but the program never calls `set_epoch(epoch)`: its "
                 "shuffle is seeded with `seed + epoch`, so every epoch repeats the same order; call "
                 "`sampler.set_epoch(epoch)` at the start of each epoch",
+                fix=set_epoch_fix(module, call) if site.qualname == SAMPLER else None,
             )
 
     def _is_sampler(self, context, module, qualname: str) -> bool:
@@ -262,3 +272,90 @@ def _has_epoch_loop(module, _argument: str = "") -> bool:
         if "epoch" in text.lower():
             return True
     return False
+
+
+def set_epoch_fix(module, call: cst.Call):
+    """`sampler.set_epoch(epoch)` as the first statement of each epoch loop (`for epoch in
+    range(...)`) that follows the sampler's assignment in its block and iterates a loader given
+    `sampler=sampler` (a `for` over it, in that loop's body): the sampler a name bound once in its
+    function, the loader too. Anything else (a sampler built inline, a `while` loop, a loop in
+    another function) gets no fix."""
+    index = module.index
+    assign = index.parents.get(call)
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+        target = assign.targets[0].target
+    elif isinstance(assign, cst.AnnAssign):
+        target = assign.target
+    else:
+        return None
+    line = statement_line(module, call)
+    if assign.value is not call or not isinstance(target, cst.Name) or line is None:
+        return None
+    name = target.value
+    owner = index.enclosing(line, cst.FunctionDef) or index.module
+    block = block_of(module, line)
+    if block is None or bindings_of(owner, name) != 1:
+        return None
+    loaders, given = _loaders(index, owner, name)
+    code = index.module.code_for_node
+    loops = []
+    for statement in block[block.index(line) + 1 :]:
+        loops.extend(_epoch_loops(index, statement, loaders, given, code))
+    edits = [insert_above(module, loop.body.body[0], f"{name}.set_epoch({loop.target.value})") for loop in loops]
+    return make_fix("unsafe", f"Call `{name}.set_epoch(epoch)` at the start of each epoch", edits)
+
+
+def _loaders(index, owner, sampler: str) -> tuple[set[str], set[int]]:
+    """The names bound once to a call given `sampler=<sampler>`, and (ids) those calls."""
+    names, calls = set(), set()
+    for node in _running(owner):
+        if isinstance(node, cst.Call) and any(
+            a.keyword is not None and a.keyword.value == "sampler" and isinstance(a.value, cst.Name) and a.value.value == sampler
+            for a in node.args
+        ):
+            calls.add(id(node))
+            assign = index.parents.get(node)
+            if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+                loader = assign.targets[0].target.value
+                if bindings_of(owner, loader) == 1:
+                    names.add(loader)
+    return names, calls
+
+
+def _epoch_loops(index, node, loaders: set[str], given: set[int], code):
+    """The outermost `for <name> in range(...)` loops in `node` (where it runs) that mention
+    `epoch` and hold a `for` over a loader of the sampler."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (*DEFERRED, cst.ClassDef)):
+            continue
+        if (
+            isinstance(current, cst.For)
+            and current.asynchronous is None
+            and isinstance(current.target, cst.Name)
+            and isinstance(current.iter, cst.Call)
+            and index.resolve(current.iter.func, current.iter) == "builtins.range"
+            and "epoch" in (code(current.target) + " " + code(current.iter)).lower()
+            and isinstance(current.body, cst.IndentedBlock)
+            and any(_iterates(inner, loaders, given) for inner in _running(current.body) if isinstance(inner, cst.For))
+        ):
+            yield current
+            continue
+        stack.extend(reversed(current.children))
+
+
+def _iterates(loop: cst.For, loaders: set[str], given: set[int]) -> bool:
+    """Whether a `for` iterates a loader of the sampler (`loader`, `enumerate(loader)`, a loader
+    built there)."""
+    return any((isinstance(n, cst.Name) and n.value in loaders) or id(n) in given for n in _running(loop.iter))
+
+
+def _running(node: cst.CSTNode):
+    """`node` and what is under it where it runs: not the bodies of functions, lambdas or classes
+    defined there."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(c for c in current.children if not isinstance(c, (*DEFERRED, cst.ClassDef)))

@@ -60,6 +60,10 @@ def edited_source(path, text: str, previous: ParsedText | None, compiled: Compil
     """`compiled`: CPython's tree of `text`, where the session has it (recompile.py)."""
     if compiled is None or compiled.text != text:
         return EditedSource(path, text, previous=previous)
+    if compiled.tree is None:  # newer syntax: LibCST's tree of this text, from the syntax gate
+        if previous is None or previous.text != text:
+            previous = ParsedText(text, compiled.module)
+        return EditedSource(path, text, _compiles=True, _newer_syntax=True, previous=previous)
     return EditedSource(
         path, text, syntax_tree=compiled.tree, syntax_offsets=compiled.line_offsets(), _compiles=True, previous=previous
     )

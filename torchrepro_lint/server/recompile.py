@@ -33,11 +33,14 @@ from torchrepro_lint.parsing.source import ParseFailure, SourceFile
 @dataclass(frozen=True)
 class Compiled:
     text: str
-    tree: ast.Module
+    tree: ast.Module | None  # None: CPython refused the text and LibCST read it (`module`)
     offsets: tuple[int, ...]  # lines to add to each top-level statement's line numbers
     # Statements inside top-level ones that an edit moved: id -> (statement, lines to add on
     # top of what the statement around it gets); the placing code adds them on the way down
     nested: dict = field(default_factory=dict)
+    # Where `tree` is None, newer syntax than the running Python's (source.newer_syntax): LibCST's
+    # tree of the text, parsed to say so, which the engine takes instead of parsing it again
+    module: object = None
 
     def line_offsets(self) -> LineOffsets:
         return LineOffsets(self.offsets, self.nested)
@@ -45,15 +48,20 @@ class Compiled:
 
 def compile_text(path: Path, text: str, previous: Compiled | None = None) -> Compiled | ParseFailure:
     """`text` compiled (from `previous`, the buffer's last text that compiled, where it helps),
-    or the ParseFailure saying why it does not compile."""
-    if previous is not None:
+    or the ParseFailure saying why it does not compile. A text CPython refuses and LibCST
+    reads (newer syntax than the running Python's) compiles, without CPython's tree: it is
+    linted as the command line lints it, LibCST's tree placing its findings."""
+    if previous is not None and previous.tree is not None:
         found = _recompiled(path, previous, text)
         if found is not None:
             return found
+    source = SourceFile(path, text)
     try:
-        tree = SourceFile(path, text)._compile()
+        tree = source._compile()
     except ParseFailure as failure:
         return failure
+    if tree is None:
+        return Compiled(text, None, (), module=source.module)
     return Compiled(text, tree, (0,) * len(tree.body))
 
 

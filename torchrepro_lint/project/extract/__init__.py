@@ -10,5 +10,7 @@
 - ``devices``: whether an expression names a CUDA device, or a test of it left for the run;
 - ``attributes``: the values an attribute (``self.device``, ``cfg.device``) may hold;
 - ``adapters``: what PEFT adapter configurations draw;
+- ``resumes``: optimizer and RNG state restores, optimizer steps and frameworks' resumes (TRP108),
+  and `exec` of a configuration file at a module's top level;
 - ``function_reuse``: an edited module's functions whose IR the previous lowering still gives.
 """

@@ -40,6 +40,8 @@ from torchrepro_lint.project.extract.call_syntax import (
     subexpressions,
 )
 from torchrepro_lint.project.extract.devices import DeviceLowering
+from torchrepro_lint.project.extract.resumes import resume_statements  # TRP108
+from torchrepro_lint.project.extract.autotune import autotune_statements  # TRP207
 from torchrepro_lint.project.known_apis import (
     ACCELERATOR_CALLS,
     ACCELERATOR_DEVICE,
@@ -279,6 +281,8 @@ class CallLowering(DeviceLowering):
             on_cuda = self._cuda_value(device, node)
             if on_cuda is not None:
                 effect(Kind.CUDA, on_cuda)
+        out.extend(resume_statements(self.index, site, method, self.value, self.ref))  # TRP108: resumes, RNG restores
+        out.extend(autotune_statements(self.index, site, method, self.value, self.ref))  # TRP207: compile autotuning
 
         if out and self._import_time_probe(node):
             out = [s for s in out if not (isinstance(s, ir.Effect) and s.kind in _PROBE_KINDS)]

@@ -16,6 +16,7 @@ from torchrepro_lint.analysis.names import LOCAL, dotted
 from torchrepro_lint.analysis.syntax import evaluated_string, expression_code
 from torchrepro_lint.project import ir
 from torchrepro_lint.project.extract import attributes
+from torchrepro_lint.project.extract.autotune import config_assignment, decorator_effects, environment_effects  # TRP207
 from torchrepro_lint.project.extract.call_syntax import EXTERNAL_ROOTS, root
 from torchrepro_lint.project.extract.calls import CallLowering
 from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, shifted, shifted_statements
@@ -155,7 +156,8 @@ class Lowering(CallLowering):
                 if isinstance(value, ir.Const):
                     defaults[param.name.value] = value
         parent = path.rpartition(".")[0]
-        body = live(self.block(node.body.body))
+        patched = decorator_effects(self.index, node, self.value, self.ref, in_body=True) if node.decorators else []  # TRP207
+        body = live((*patched, *self.block(node.body.body)))
         returns = tuple(self._made_by(r.value) for r in self._returns_of(node))
         returns = returns if any(name for made in returns for name in made) else ()
         return ir.FunctionIR(path, self.ref(node), names, defaults, body, parent in self.index.classes, returns)
@@ -226,6 +228,8 @@ class Lowering(CallLowering):
             for small in node.body:
                 out.extend(self.small_statement(small))
             return out
+        if isinstance(node, cst.FunctionDef) and node.decorators:
+            return decorator_effects(self.index, node, self.value, self.ref, in_body=False)  # TRP207: `@torch.compile(mode=...)`
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             return []  # definitions run nothing until called
         header = self.calls_of(node)
@@ -284,12 +288,15 @@ class Lowering(CallLowering):
                     out.append(ir.Effect(Kind.BENCHMARK, self.ref(node), self.value(value)))
                 elif qualname == CUDNN + ".deterministic":
                     out.append(ir.Effect(Kind.CUDNN_DETERMINISTIC, self.ref(node), self.value(value)))
+                elif (tuned := config_assignment(qualname, value, node, self.value, self.ref)) is not None:
+                    out.extend(tuned)  # TRP207: torch._inductor.config's tuners
                 else:
                     out.extend(self.device_store(target, value, node))
             elif isinstance(target, cst.Subscript) and self.index.resolve(target.value) == "os.environ":
                 key = _subscript_string(target)
                 if key:
                     out.append(ir.Effect(Kind.ENV_SET, self.ref(node), detail=_env_detail(key, value)))
+                    out.extend(environment_effects(self.index, node, key, value, node, self.ref))  # TRP207
             elif isinstance(target, cst.Name):
                 if isinstance(value, cst.Call):
                     callee = self.index.resolve(value.func)

@@ -26,5 +26,7 @@ Modules:
 - ``moved``: such a recording put on the next analysis's module objects and node refs;
 - ``inert``: imports whose top levels do nothing tracked, taken without a walk;
 - ``devices``: device tests the lowering leaves to the run (an attribute of a class of another
-  module, one stored on an object from outside its class).
+  module, one stored on an object from outside its class);
+- ``resumes``: a resumed run along a path (TRP108): an optimizer's state restored, then training,
+  with no RNG state restored.
 """

@@ -396,7 +396,7 @@ def _modules_beside_states(kept: CallRun):
 
 
 def _occurrences_of(state: PathState):
-    for occurrence in (state.consumed, state.claim, state.benchmark, *(state.pending_late or ())):
+    for occurrence in (state.consumed, state.claim, state.benchmark, state.resumed, *(state.pending_late or ()), *(state.autotune or ())):  # (resumed: TRP108; autotune: TRP207)
         if occurrence is not None:
             yield occurrence
 

@@ -166,7 +166,7 @@ class Remapped:
 
     def state(self, state: PathState) -> PathState:
         consumed, claim, benchmark, pending = state.consumed, state.claim, state.benchmark, state.pending_late
-        if consumed is None and claim is None and benchmark is None and pending is None:
+        if consumed is None and claim is None and benchmark is None and pending is None and state.resumed is None and state.autotune is None:  # (TRP108's resumed, TRP207's autotune)
             return state
         found = self._states.get(id(state))
         if found is None:
@@ -178,10 +178,12 @@ class Remapped:
         moved = dict(
             consumed=self.occurrence(consumed), claim=self.occurrence(claim), benchmark=self.occurrence(benchmark),
             pending_late=tuple(self.occurrence(o) for o in pending) if pending is not None else None,
+            resumed=self.occurrence(state.resumed),  # TRP108
+            autotune=tuple(self.occurrence(o) for o in state.autotune) if state.autotune is not None else None,  # TRP207
         )
-        if all(moved[name] is getattr(state, name) for name in ("consumed", "claim", "benchmark")) and (
+        if all(moved[name] is getattr(state, name) for name in ("consumed", "claim", "benchmark", "resumed")) and (
             pending is None or all(a is b for a, b in zip(moved["pending_late"], pending))
-        ):
+        ) and (state.autotune is None or all(a is b for a, b in zip(moved["autotune"], state.autotune))):  # (TRP207)
             return state
         return state.evolve(**moved)
 

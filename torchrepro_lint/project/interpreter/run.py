@@ -14,6 +14,8 @@ from torchrepro_lint.project.interpreter.calls import ProjectCalls
 from torchrepro_lint.project.interpreter.devices import attribute_on_cuda
 from torchrepro_lint.project.interpreter.kept_calls import kept_prefix, prefix_key
 from torchrepro_lint.project.interpreter.recordings import CallbackRun
+from torchrepro_lint.project.interpreter import resumes  # TRP108
+from torchrepro_lint.project.interpreter import autotune  # TRP207
 from torchrepro_lint.project.interpreter.states import (
     MAX_DEPTH,
     MAX_STEPS,
@@ -329,6 +331,8 @@ class Interpreter(ProjectCalls):
 
     def effect(self, effect: ir.Effect, states: list[PathState], frame: Frame) -> list[PathState]:
         value = self.evaluate(effect.value, frame)
+        if effect.kind == Kind.AUTOTUNE:
+            effect, value = autotune.decided(effect, value)  # TRP207: a compile mode decides, an unknown one is off
         out: list[PathState] = []
         for state in states:
             for truth, split_state, guard in split(value, state):
@@ -337,6 +341,8 @@ class Interpreter(ProjectCalls):
 
     def apply(self, effect: ir.Effect, truth: bool, state: PathState, frame: Frame, guard) -> PathState:
         kind = effect.kind
+        if kind == Kind.AUTOTUNE:
+            return autotune.after(self, effect, truth, state, frame, guard)  # TRP207
         if kind == Kind.BENCHMARK:
             if not truth:
                 return state.evolve(benchmark=None)
@@ -347,6 +353,8 @@ class Interpreter(ProjectCalls):
             return state
         occurrence = self.occurrence(frame, effect.ref, effect.detail, guard)
         self.facts.add(kind, occurrence)
+        if kind in resumes.KINDS or kind == Kind.SEED_TORCH and state.resumed is not None:
+            state = resumes.after(kind, occurrence, state, self.facts)  # TRP108
         if kind == Kind.SEED_TORCH:
             if self.ordered and not state.torch_seeded and state.consumed is not None and not state.declined_seed:
                 seed_names = set(effect.detail[1]) if len(effect.detail) > 1 else set()

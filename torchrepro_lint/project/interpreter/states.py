@@ -80,6 +80,14 @@ class PathState(_HashedOnce):
     # A seed that came after a module's random init, until the path ends (then a late seed) or
     # loads a checkpoint over that init (then it never mattered): (seed, init) occurrences.
     pending_late: tuple | None = None
+    # TRP108: an optimizer's state restored from a checkpoint on this path with no RNG state
+    # restored since (until training continues: then a resume without RNG state), and whether
+    # an RNG state was restored on this path (a later optimizer restore is then no hazard).
+    resumed: Occurrence | None = None
+    rng_restored: bool = False
+    # TRP207: the compiled-kernel tuners on on this path (interpreter/autotune.py): each compile
+    # call that asks for one, and each config switch still on, by its knob.
+    autotune: tuple | None = None
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
 
     def evolve(self, **changes) -> PathState:
