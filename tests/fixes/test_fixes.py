@@ -380,6 +380,20 @@ def test_data_rule_fixes(tmp_path, code):
     assert fixed(tmp_path, after, unsafe, config)[0] == {}
 
 
+def test_params_fix_rewrites_a_list_of_a_set_whole(tmp_path):
+    """`list(set(x))` handed to an optimizer becomes `list(dict.fromkeys(x))`, not a list of a list."""
+    files = {"opt.py": dedent('''
+        import torch
+
+        def make_opt(model):
+            return torch.optim.SGD(list(set(model.parameters())), lr=0.1)
+        ''')}
+    expected = files["opt.py"].replace("list(set(model.parameters()))", "list(dict.fromkeys(model.parameters()))")
+    result, outcome = fixed(tmp_path, files, False, {"select": ["TRP603"]})
+    assert result == {"opt.py": expected}
+    assert not [f for f in outcome.result.findings if f.code == "TRP603"]
+
+
 def test_dataloader_fix_adds_the_seed_worker_helper_once(tmp_path):
     source = dedent('''
         import torch

@@ -182,14 +182,30 @@ def _fromkeys_fix(module, at):
     """`set(x)` / `list(set(x))` / `set(a) | set(b)` -> `list(dict.fromkeys(...))`: the same
     de-duplication, in first-seen order. Only where the set is passed straight to its consumer."""
     code = module.index.module.code_for_node
+    parents = module.index.parents
     node = at
-    if isinstance(node, cst.Call) and module.index.resolve(node.func, node) == "builtins.list" and len(node.args) == 1:
+    if _is_list_call(module, node):
         node = node.args[0].value
+    else:
+        # The set inside `list(set(x))`: the whole `list(...)` is rewritten, not wrapped again.
+        call = parents.get(parents.get(at))
+        if isinstance(parents.get(at), cst.Arg) and _is_list_call(module, call):
+            at = call
     parts = _set_operands(module, node)
-    if parts is None or not isinstance(module.index.parents.get(at), cst.Arg):
+    if parts is None or not isinstance(parents.get(at), cst.Arg):
         return None
     inner = code(parts[0]) if len(parts) == 1 else "[" + ", ".join(f"*{code(p)}" for p in parts) + "]"
     return make_fix("safe", "Deduplicate in first-seen order", [replace(module, at, f"list(dict.fromkeys({inner}))")])
+
+
+def _is_list_call(module, node) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
+        and module.index.resolve(node.func, node) == "builtins.list"
+    )
 
 
 def _set_operands(module, node):
