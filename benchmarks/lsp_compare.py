@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lsp_latency import Client, copy_project  # noqa: E402
+from lsp_latency import CAPABILITIES, Client, copy_project  # noqa: E402
 
 
 def main() -> int:
@@ -35,21 +35,18 @@ def main() -> int:
             for f in json.loads(report)
         )  # fmt: skip
         client = Client([sys.executable, "-m", "torchrepro_lint", "server"], project)
-        client.request("initialize", {"processId": os.getpid(), "rootUri": project.as_uri(), "capabilities": {}})
+        client.request("initialize", {"processId": os.getpid(), "rootUri": project.as_uri(), "capabilities": CAPABILITIES})
         client.send({"method": "initialized", "params": {}})
         files = sorted(p for p in project.rglob("*.py"))
-        published = {}
         for path in files:  # one at a time, reading as we go: pipes are not endless
             uri = path.as_uri()
             client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": path.read_text(encoding="utf-8")}}})
-            while True:
-                message = client.receive()
-                if message.get("method") == "textDocument/publishDiagnostics":
-                    params = message["params"]
-                    published[params["uri"]] = params["diagnostics"]
-                    if params["uri"] == uri:
-                        break
-        # Every file has been opened; the last publish of each holds the final state.
+            client.wait_for_diagnostics(uri, 1)
+        # Every file has been opened; once the server's progress has ended (files opened before
+        # the first analysis was done first get what is known without it), the last publish of
+        # each holds the final state.
+        client.wait_until_complete(files[-1].as_uri())
+        published = client.published
         client.request("shutdown", None)
         client.send({"method": "exit", "params": None})
         client.process.wait()

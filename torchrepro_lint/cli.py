@@ -170,6 +170,13 @@ def _check(args: argparse.Namespace) -> int:
 
 def _serve() -> int:
     try:
+        import pygls  # noqa: F401  (the extra, asked before anything is started)
+
+        # Forked first, while the process has no thread, and while the server imports its
+        # protocol types the process imports the rules (server/early_process.py).
+        from torchrepro_lint.server.early_process import EarlyProcess
+
+        early = EarlyProcess.started(Path.cwd().resolve())
         from torchrepro_lint.server.app import main as serve
     except ImportError as exc:
         print(
@@ -178,7 +185,7 @@ def _serve() -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
-    return serve()
+    return serve(early)
 
 
 def default_jobs() -> int:

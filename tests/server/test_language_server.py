@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -80,14 +81,35 @@ def replace_text(client: LanguageClient, uri: str, text: str) -> None:
 
 
 async def until(client: LanguageClient, condition) -> None:
-    """Wait for published diagnostics until `condition()` holds (checked before each wait, so a
-    notification handled before we started waiting is not missed)."""
+    """Wait for published diagnostics or progress until `condition()` holds (checked before each
+    wait, so a notification handled before we started waiting is not missed)."""
 
     async def wait():
         while not condition():
-            await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+            await next_notification(client)
 
     await asyncio.wait_for(wait(), GUARD)
+
+
+async def next_notification(client: LanguageClient) -> None:
+    """The next publishDiagnostics or $/progress (the other's wait stays, to no effect)."""
+    woken = asyncio.get_running_loop().create_future()
+
+    def wake(_params) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    for method in (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.PROGRESS):
+        client.protocol.wait_for_notification(method, wake)
+    await woken
+
+
+def analysed(client: LanguageClient) -> bool:
+    """The server began progress and ended all it began: what it published before is complete
+    (a file opened before its project's first analysis is done gets the findings that analysis
+    cannot take back first, while the analysis reports progress)."""
+    reports = client.progress_reports
+    return bool(reports) and all(values and isinstance(values[-1], types.WorkDoneProgressEnd) for values in reports.values())
 
 
 def codes(client: LanguageClient, uri: str) -> list[str]:
@@ -136,7 +158,7 @@ async def test_same_findings_as_check_on_the_example_project(client: LanguageCli
     project = demo_project(tmp_path)
     files = sorted(project.glob("*.py"))
     uris = [open_file(client, path) for path in files]
-    await until(client, lambda: all(uri in client.diagnostics for uri in uris))
+    await until(client, lambda: analysed(client) and all(uri in client.diagnostics for uri in uris))
 
     expected = sorted(
         (Path(f["filename"]).resolve().as_uri(), f["code"], f["location"]["row"] - 1, f["location"]["column"] - 1,
@@ -364,3 +386,86 @@ async def test_watched_files_pyproject_and_files_changed_outside_the_editor(clie
     changed = types.FileEvent(uri=utils.as_uri(), type=types.FileChangeType.Changed)
     client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[changed]))
     await until(client, lambda: codes(client, uri) == ["TRP105", "TRP205"])
+
+
+@pytest.mark.asyncio
+async def test_the_first_analysis_shows_its_progress_until_the_complete_set(client: LanguageClient, tmp_path: Path):
+    project = demo_project(tmp_path)
+    uri = open_file(client, project / "data.py")
+    await until(client, lambda: analysed(client) and codes(client, uri) == ["TRP303", "TRP601"])
+    (reports,) = client.progress_reports.values()
+    begin, *middle, end = reports
+    assert isinstance(begin, types.WorkDoneProgressBegin) and begin.title == "torchrepro-lint"
+    assert isinstance(end, types.WorkDoneProgressEnd)
+    assert all(isinstance(report, types.WorkDoneProgressReport) for report in middle)
+    assert all(re.match(r"analysing (the project|\d+/4 files)", report.message) for report in [begin, *middle])
+    percentages = [report.percentage for report in [begin, *middle]]
+    assert percentages == sorted(percentages) and percentages[-1] < 100
+
+    # The model is built: an edit is analysed at once, without progress.
+    replace_text(client, uri, (project / "data.py").read_text().replace("os.listdir(root)", "sorted(os.listdir(root))"))
+    await until(client, lambda: codes(client, uri) == ["TRP303"])
+    assert len(client.progress_reports) == 1
+
+
+WARM_LOG = re.compile(r"analysed 4 files of .* in [\d.]+ s: (\d+) parsed, (\d+) entries read from the cache on disk")
+
+
+@pytest.mark.asyncio
+async def test_a_second_server_on_the_same_clone_takes_its_first_analysis_from_the_cache_the_first_left(tmp_path: Path):
+    """The first server's analysis of the files as saved goes to `.torchrepro_lint_cache/`; the
+    next one started on the same project reads it back instead of parsing (its log says what it
+    read: MemoryCache.disk_reads)."""
+    project = demo_project(tmp_path)
+    said = []
+    for _ in range(2):
+        editor = editor_client()
+        await editor.start_io(*SERVER, cwd=project)
+        try:
+            await editor.initialize_session(
+                types.InitializeParams(capabilities=client_capabilities("visual-studio-code"), root_uri=project.as_uri())
+            )
+            uri = open_file(editor, project / "train.py")
+            await until(editor, lambda: analysed(editor) and codes(editor, uri) == ["TRP105", "TRP201", "TRP301"])
+            said += [m.message for m in editor.log_messages if WARM_LOG.search(m.message)]
+        finally:
+            await editor.shutdown_session()
+            await editor.stop()
+    first, second = (WARM_LOG.search(message).groups() for message in said)
+    assert first == ("4", "0")  # cold: every file parsed, nothing on disk
+    assert (project / ".torchrepro_lint_cache").is_dir()
+    parsed, read = second
+    assert parsed == "0" and int(read) > 0
+
+
+@pytest.mark.asyncio
+async def test_a_cold_project_is_analysed_as_check_does_in_a_child_then_kept_by_the_server(client: LanguageClient, tmp_path: Path):
+    """With no cache and enough files to share out, the first analysis runs in a child on every
+    core (server/cold_start.py) and writes the cache; the server's own analysis reads it, and
+    edits are analysed by the server's model."""
+    from torchrepro_lint.server import cold_start
+
+    if cold_start.cores() < 2 or not sys.platform.startswith("linux"):
+        pytest.skip("one core, or not Linux: the server analyses in its thread")
+    project = tmp_path / "many"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    for number in range(cold_start.MIN_FILES + 6):
+        (project / f"helper_{number}.py").write_text(f"import random\n\n\ndef pick_{number}():\n    return random.random()\n")
+    train = project / "train.py"
+    train.write_text(
+        "import os\n\nimport torch\n\nfrom helper_1 import pick_1\n\n"
+        "if __name__ == '__main__':\n    print(pick_1(), torch.randn(2), os.listdir('.')[0])\n"
+    )
+    uri = open_file(client, train)
+    await until(client, lambda: analysed(client) and uri in client.diagnostics)
+    logs = [m.message for m in client.log_messages]
+    assert any(re.search(r"in 2 processes: \d+ parsed; written to the cache on disk", m) for m in logs), logs
+    assert any(re.search(r": 0 parsed, \d+ entries read from the cache on disk", m) for m in logs), logs
+    expected = sorted((f["code"], f["location"]["row"] - 1) for f in cli_findings(project) if f["filename"].endswith("train.py"))
+    assert sorted((d.code, d.range.start.line) for d in client.diagnostics[uri]) == expected
+    assert "TRP101" in codes(client, uri) and "TRP601" in codes(client, uri)
+
+    replace_text(client, uri, train.read_text().replace("os.listdir('.')[0]", "sorted(os.listdir('.'))[0]"))
+    await until(client, lambda: "TRP601" not in codes(client, uri))
+    assert "TRP101" in codes(client, uri)

@@ -650,3 +650,17 @@ def test_open_only_runs_per_file_rules_on_the_open_buffers_and_keeps_their_findi
     assert helper not in open_only.findings  # a per-file rule's finding in a file not open
     assert [(f.code, f.row) for f in open_only.findings[train]] == [("TRP101", 1), ("TRP104", 5), ("TRP104", 6)]
     assert open_only.findings[train] == session.analyse().findings[train]
+
+
+def test_entries_made_while_unsaved_are_written_when_a_run_of_the_saved_files_uses_them():
+    disk = _Disk()
+    cache = MemoryCache(disk)
+    cache.put("ir", "same text as saved", "ir")  # a run with an unsaved buffer
+    cache.put("module", "the unsaved text", 1)
+    cache.end_run()
+    assert disk.entries == {}
+    cache.persist = True  # the buffer saved: this run uses the IR again, not the unsaved text's
+    assert cache.get("ir", "same text as saved") == "ir"
+    cache.put("module", "the saved text", 2)
+    cache.end_run()
+    assert disk.entries == {("ir", "same text as saved"): "ir", ("module", "the saved text"): 2}

@@ -34,30 +34,18 @@ from torchrepro_lint.config import Config, installed_torch_version, load_config
 from torchrepro_lint.pipeline.discovery import PYTHON_SUFFIXES, _is_virtualenv, is_excluded
 from torchrepro_lint.pipeline.engine import lint_sources
 from torchrepro_lint.findings import Finding, LintResult
+from torchrepro_lint.integrations.project_root import VCS_MARKERS, find_project  # noqa: F401  (here as before)
 from torchrepro_lint.project.index import ProjectIndex
 from torchrepro_lint.project.module_finder import module_identity
 from torchrepro_lint.project.modules import ProjectModule
 from torchrepro_lint.parsing.source import ParseFailure, SourceError, SourceFile, read_source
 
 LOG = logging.getLogger(__name__)
-VCS_MARKERS = (".git", ".hg", ".svn")
 # What flake8 (and editors piping a buffer) call a file that has no path.
 STDIN_NAMES = frozenset({"", "-", "stdin", "<stdin>"})
 
 Stat = tuple  # (mtime_ns, size)
 MODULE_VERSIONS = 2
-
-
-def find_project(path: Path) -> tuple[Path | None, Path | None]:
-    """(root, pyproject.toml or None) of an absolute file path: the nearest directory above it
-    that holds a pyproject.toml or is a VCS root; (None, None) when there is none."""
-    for directory in path.parents:
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file():
-            return directory, pyproject
-        if any((directory / marker).exists() for marker in VCS_MARKERS):
-            return directory, None
-    return None, None
 
 
 def _stat(path: Path) -> Stat | None:

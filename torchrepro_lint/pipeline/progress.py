@@ -5,7 +5,11 @@ files checked), erased at the end.
 Only for a person watching: stderr is a terminal, the run is not in CI (whose logs keep every
 carriage return as a new line, even where a terminal is emulated), the format is text, and the
 run has lasted `DELAY` seconds (a quick run never shows it). Drawn from the pipeline's own calls,
-no thread: a stage that does not advance leaves the line as it was."""
+no thread: a stage that does not advance leaves the line as it was.
+
+`Counts` keeps the counts the pipeline reports, and calls `changed()` after each: `Progress`
+draws them on the terminal, and the language server sends them to the editor as work-done
+progress (server/progress_report.py)."""
 
 from __future__ import annotations
 
@@ -33,31 +37,44 @@ class NoProgress:
 NO_PROGRESS = NoProgress()
 
 
-class Progress(NoProgress):
+class Counts(NoProgress):
+    """The stages' counts, as the pipeline reports them; `changed()` hears of each change."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, list[int]] = {}  # stage -> [done, total], in the order started
+
+    def start(self, stage: str, total: int) -> None:
+        self.stages[stage] = [0, total]
+        self.changed()
+
+    def advance(self, stage: str, count: int = 1) -> None:
+        if stage in self.stages:
+            self.stages[stage][0] += count
+            self.changed()
+
+    def changed(self) -> None:
+        pass
+
+    def line(self) -> str:
+        return "torchrepro-lint: " + ", ".join(f"{stage} {done}/{total}" for stage, (done, total) in self.stages.items())
+
+
+class Progress(Counts):
     def __init__(self, stream, *, delay: float | None = None, interval: float | None = None, clock=time.monotonic) -> None:
+        super().__init__()
         self.stream, self.clock = stream, clock
         self.delay = DELAY if delay is None else delay
         self.interval = INTERVAL if interval is None else interval
         self.began = clock()
         self.drawn_at: float | None = None  # when the line was last drawn; None: nothing on it
-        self.stages: dict[str, list[int]] = {}  # stage -> [done, total], in the order started
 
-    def start(self, stage: str, total: int) -> None:
-        self.stages[stage] = [0, total]
+    def changed(self) -> None:
         self._draw()
-
-    def advance(self, stage: str, count: int = 1) -> None:
-        if stage in self.stages:
-            self.stages[stage][0] += count
-            self._draw()
 
     def finish(self) -> None:
         if self.drawn_at is not None:
             self._write(ERASE)
             self.drawn_at = None
-
-    def line(self) -> str:
-        return "torchrepro-lint: " + ", ".join(f"{stage} {done}/{total}" for stage, (done, total) in self.stages.items())
 
     def _draw(self) -> None:
         now = self.clock()

@@ -19,7 +19,6 @@ from lsprotocol import types
 from torchrepro_lint.findings import Edit, Finding
 from torchrepro_lint.parsing.lines import line_texts
 from torchrepro_lint.server.convert import text_edit, to_range
-from torchrepro_lint.fixes.noqa import edit_for_row
 
 FIX_ALL = "source.fixAll.torchrepro-lint"
 
@@ -129,4 +128,6 @@ def fix_all(text: str, findings: list[Finding]) -> str | None:
 
 def noqa_edit(text: str, row: int, code: str) -> Edit | None:
     """The edit that suppresses `code` on `row`, written as `check --add-noqa` writes it."""
+    from torchrepro_lint.fixes.noqa import edit_for_row  # (LibCST: not at the server's start)
+
     return edit_for_row(text, row, code)

@@ -3,21 +3,27 @@
 Diagnostics are pushed (textDocument/publishDiagnostics) after every open, change and save, for
 every open document of the project whose findings changed, and always for the edited one; code
 actions, hover, and files changed outside the editor (workspace/didChangeWatchedFiles, with
-pyproject.toml read again) are served from the model that session.py keeps in memory.
+pyproject.toml read again) are served from what was last published.
 
 Notebooks come through notebook document sync (notebook_sync.py): each is linted as the CLI
 lints its .ipynb file, and each code cell gets its own diagnostics, code actions and hover.
 
-Each notification is analysed when it arrives, in the server's one thread: a request that
-comes meanwhile waits for that analysis, so it always sees findings of the text it was sent for.
+The analyses run in a thread of their own (analyst.py): this one, the event loop, only takes
+notifications and answers requests, so hover and code actions are answered while a project is
+analysed. A request waits until the findings of the text it was sent for are published (an
+edit's: about 50 ms warm), and is answered from them. A file opened before its project's first
+analysis is done first gets the findings that analysis cannot take back (first_findings.py,
+found in early_process.py), then the complete set; meanwhile the analysis reports its progress
+(window/workDoneProgress), where the client can show it.
 """
 
 from __future__ import annotations
 
-import gc
+import asyncio
+import itertools
 import logging
 import sys
-from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -28,19 +34,20 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
 from torchrepro_lint import __version__
-from torchrepro_lint.config import ConfigError
 from torchrepro_lint.findings import Finding
+from torchrepro_lint.integrations.project_root import session_key
 from torchrepro_lint.notebooks import is_notebook
+from torchrepro_lint.parsing.lines import line_texts
 from torchrepro_lint.server import notebook_sync
 from torchrepro_lint.server.actions import FIX_ALL, PythonFile, code_actions
-from torchrepro_lint.parsing.lines import line_texts
+from torchrepro_lint.server.analyst import Analyst, Closed, FilesChanged, NotebookChanged, Opened
 from torchrepro_lint.server.convert import diagnostic, from_position
+from torchrepro_lint.server.early_process import EarlyProcess
 from torchrepro_lint.server.hover import hover
-from torchrepro_lint.server.session import ProjectSession, Workspace
 
 LOG = logging.getLogger(__name__)
 WATCHED = ("**/*.py", "**/*.pyi", "**/pyproject.toml")
-FREEZE_AFTER_PARSING = 20  # files parsed by one analysis
+PROGRESS_TITLE = "torchrepro-lint"
 
 
 class _Protocol(LanguageServerProtocol):
@@ -57,8 +64,58 @@ class _Protocol(LanguageServerProtocol):
             raise
 
 
+@dataclass
+class Shown:
+    """What was last published for a URI: `now`, the document's version (a notebook cell: the
+    OpenNotebook) it was found for, its text and findings."""
+
+    now: object
+    text: str
+    findings: list[Finding]
+    notebook: notebook_sync.OpenNotebook | None = None
+
+
+@dataclass
+class _Token:
+    """A work-done progress: created (asked of the client), begun once it said yes."""
+
+    id: str
+    message: str = ""
+    percentage: int = 0
+    begun: bool = False
+    done: bool = False
+
+
+class _OnTheLoop:
+    """The analysis thread's Sink (analyst.py): each call is made on the server's event loop."""
+
+    def __init__(self, server: TorchReproServer, loop: asyncio.AbstractEventLoop) -> None:
+        self.server, self.loop = server, loop
+
+    def _call(self, function, *args) -> None:
+        try:
+            self.loop.call_soon_threadsafe(function, *args)
+        except RuntimeError:  # the loop is closed: the server is exiting
+            pass
+
+    def publish(self, *args, **kwargs) -> None:
+        self._call(lambda: self.server.show(*args, **kwargs))
+
+    def unanswered(self, uris) -> None:
+        self._call(self.server.unanswered, uris)
+
+    def progress(self, key, message, percentage) -> None:
+        self._call(self.server.progress, key, message, percentage)
+
+    def progress_done(self, key) -> None:
+        self._call(self.server.progress_done, key)
+
+    def log(self, message, kind="info") -> None:
+        self._call(self.server.log, message, kind)
+
+
 class TorchReproServer(LanguageServer):
-    def __init__(self, persistent: bool = True) -> None:
+    def __init__(self, persistent: bool = True, early: EarlyProcess | None = None) -> None:
         super().__init__(
             "torchrepro-lint",
             __version__,
@@ -66,12 +123,18 @@ class TorchReproServer(LanguageServer):
             notebook_document_sync=notebook_sync.SYNC_OPTIONS,
             protocol_cls=_Protocol,
         )
-        self.model = Workspace(persistent=persistent)
+        self.cwd = Path.cwd().resolve()  # (as `check` run from here names files)
+        self.persistent = persistent
+        self.early = early  # the process finding first findings, or None (then the analyst does)
+        self.analyst: Analyst | None = None  # started with the first document
         self.uris: dict[Path, str] = {}  # open documents: resolved path -> the client's URI
         self.notebooks = notebook_sync.OpenNotebooks()  # open notebooks, their cells' URIs
         self.published: dict[str, list] = {}  # URI -> the diagnostics last published
-        self._converted: dict[str, tuple] = {}  # URI -> (text, findings, their diagnostics)
-        self._config_errors: set[str] = set()
+        self.shown: dict[str, Shown] = {}  # URI -> the findings last published, for requests
+        self.final: set[str] = set()  # URIs whose complete findings were published
+        self._waiting: dict[str, list[asyncio.Future]] = {}  # URI -> requests waiting for its findings
+        self._tokens: dict[object, _Token] = {}  # session key -> its analysis's progress
+        self._numbers = itertools.count(1)
 
     def report_server_error(self, error: Exception, source) -> None:
         if source is JsonRpcException:  # a malformed message: answered (see _Protocol) and logged
@@ -92,85 +155,60 @@ class TorchReproServer(LanguageServer):
         path = self.path_of(uri)
         return None if path is None or is_notebook(path) else path
 
-    # -- publishing ------------------------------------------------------------------------
-    def refresh(self, session: ProjectSession, edited: Collection[str] = ()) -> None:
-        """Analyse the project and publish what changed, and always for the `edited` URIs (of
-        documents, of notebook cells, or of a notebook: then for each of its cells)."""
-        try:
-            analysis = session.analyse(open_only=True)
-        except ConfigError as exc:
-            message = f"torchrepro-lint: {exc}; no findings until it is fixed"
-            if message not in self._config_errors:
-                self._config_errors.add(message)
-                self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
-            return
-        self._config_errors.clear()
-        if analysis.statistics.parsed >= FREEZE_AFTER_PARSING:
-            # A (nearly) cold analysis leaves a large heap that lives as long as the server: move
-            # it out of the collector's way, or every later full collection walks it all again.
-            gc.collect()
-            gc.freeze()
-        for error in analysis.errors:
-            self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=f"torchrepro-lint: {error}"))
-        for path, text in session.buffers.items():
-            uri = self.uris.get(path)
-            if uri is None:
-                notebook = self.notebooks.get(path)
-                if notebook is not None:
-                    self.publish_cells(session, notebook, analysis.findings.get(path, []), edited)
-                continue
-            found = analysis.findings.get(path, [])
-            converted = self._converted.get(uri)
-            if converted is not None and converted[0] is text and converted[1] == found:
-                diagnostics = converted[2]  # most open files: same text, same findings
-            else:
-                lines = line_texts(text)
-                diagnostics = [diagnostic(f, lines, self.encoding, session.cwd, path) for f in found]
-                self._converted[uri] = (text, found, diagnostics)
-            if uri in edited or self.published.get(uri) != diagnostics:
-                self.published[uri] = diagnostics
-                version = self.workspace.get_text_document(uri).version
-                self.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version)
-                )
+    def post(self, event) -> None:
+        if self.analyst is None:
+            sink = _OnTheLoop(self, asyncio.get_running_loop())
+            self.analyst = Analyst(self.cwd, self.persistent, sink, lambda: self.encoding, first_findings_here=self.early is None)
+        self.analyst.post(event)
 
-    def publish_cells(self, session: ProjectSession, notebook, found: list[Finding], edited: Collection[str]) -> None:
-        """Each code cell's diagnostics, at the cell's URI, where they changed."""
-        for cell in notebook.code_cells:
-            lines = line_texts(cell.text)
-            in_cell = notebook.findings_in(cell, found)
-            diagnostics = [diagnostic(f, lines, self.encoding, session.cwd, notebook.path) for f in in_cell]
-            if notebook.uri in edited or cell.uri in edited or self.published.get(cell.uri) != diagnostics:
-                self.published[cell.uri] = diagnostics
-                self.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=cell.uri, diagnostics=diagnostics, version=cell.version)
-                )
-
-    def clear(self, uri: str) -> None:
-        """Forget what was published for `uri`, and tell the editor it has nothing now."""
-        self.published.pop(uri, None)
-        self._converted.pop(uri, None)
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
-
-    def findings_at(self, uri: str) -> tuple[ProjectSession | None, list[Finding], str]:
-        """The current findings of an open document and its text."""
-        path = self.text_path_of(uri)
-        session = self.model.session_holding(path) if path is not None else None
-        if session is None or session.last is None:
-            return None, [], ""
-        return session, session.last.findings.get(path, []), session.buffers[path]
-
+    # -- what the editor did --------------------------------------------------------------
     def update(self, uri: str) -> None:
         path = self.text_path_of(uri)
         if path is None:
             return
         document = self.workspace.get_text_document(uri)
-        session = self.model.session_holding(path) or self.model.open(path, document.source)
-        session.buffers[path] = document.source
         self.uris[path] = uri
-        self.refresh(session, edited={uri})
+        self.post(Opened(path, uri, document.source, document.version))
+        if uri not in self.final:
+            self.first_findings(uri, path, document.source, document.version)
 
-    def update_notebook(self, uri: str, edited: Collection[str]) -> None:
+    def first_findings(self, uri: str, path: Path, text: str, version) -> None:
+        """Ask the early process for what the project's analysis cannot take back, where its
+        first analysis is not done (the analyst finds them itself where there is no process)."""
+        early = self.early
+        if early is None or not early.alive:
+            return
+        key = session_key(path)
+        if key in self.analyst.warm:
+            return
+        # The project's progress begins before any first findings come, and ends after the
+        # complete set: what a client sees published while no progress is open is complete.
+        self.progress(key, "analysing the project", 0)
+        on_disk = all(p.is_file() for p in self.uris if p != path)  # (no import finds an unsaved new file)
+        loop = asyncio.get_running_loop()
+
+        def reply(found):
+            if found is not None:
+                try:
+                    loop.call_soon_threadsafe(self.first_found, uri, path, version, text, found)
+                except RuntimeError:  # the loop is closed: the server is exiting
+                    pass
+
+        early.submit(uri, path, text, on_disk, reply)
+
+    def first_found(self, uri: str, path: Path, version, text: str, found: list[Finding]) -> None:
+        lines = line_texts(text)
+        diagnostics = [diagnostic(f, lines, self.encoding, self.cwd, path) for f in found]
+        self.show(uri, version, text, found, diagnostics, final=False, force=True)
+
+    def close_document(self, uri: str) -> None:
+        path = self.text_path_of(uri)
+        if path is not None and self.uris.get(path) == uri:
+            del self.uris[path]
+            self.post(Closed(path))
+        self.clear(uri)
+
+    def update_notebook(self, uri: str, edited) -> None:
         """Lint the notebook `uri` with its cells as pygls now holds them; `edited`: the URIs
         to publish for even where nothing changed (the notebook's: every cell)."""
         path = self.path_of(uri)
@@ -180,9 +218,7 @@ class TorchReproServer(LanguageServer):
         notebook, gone = self.notebooks.update(uri, path, [self._cell(cell) for cell in document.cells])
         for cell_uri in gone:  # deleted cells: their diagnostics go with them
             self.clear(cell_uri)
-        session = self.model.session_holding(path) or self.model.open(path, notebook.text)
-        session.buffers[path] = notebook.text
-        self.refresh(session, edited=edited)
+        self.post(NotebookChanged(path, notebook, frozenset(edited)))
 
     def _cell(self, cell: types.NotebookCell) -> notebook_sync.Cell:
         text = self.workspace.text_documents.get(unquote(cell.document))  # pygls keys them unquoted
@@ -198,24 +234,118 @@ class TorchReproServer(LanguageServer):
             return
         for cell in notebook.code_cells:
             self.clear(cell.uri)
-        session = self.model.close(path)
-        if session is not None and session.buffers:  # the file on disk replaces the notebook
-            self.refresh(session)
+        self.post(Closed(path))
 
-    def cell_findings(self, uri: str):
-        """(notebook, cell, the cell's findings, the session) for a code cell's URI, or None."""
+    # -- publishing (on the loop: the analyst hands its results here) -----------------------
+    def now(self, uri: str):
+        """What a URI's findings must have been found for to be current: an open document's
+        version, a code cell's notebook as it is now; None for what is not open."""
+        path = self.text_path_of(uri)
+        if path is not None and self.uris.get(path) == uri:
+            return self.workspace.get_text_document(uri).version
         held = self.notebooks.holding(uri)
-        if held is None:
-            return None
-        notebook, cell = held
-        session = self.model.session_holding(notebook.path)
-        if session is None or session.last is None:
-            return None
-        return notebook, cell, notebook.findings_in(cell, session.last.findings.get(notebook.path, [])), session
+        if held is not None and held[1].uri in held[0].numbers:
+            return held[0]
+        return None
+
+    def show(self, uri: str, version, text: str, findings, diagnostics, *, final: bool, force: bool, notebook=None) -> None:
+        """Publish `diagnostics`, found for `version` of the document (a cell: for `notebook`),
+        unless it was edited or closed since (an analysis of the new text follows), or these are
+        first findings and the complete set is already there."""
+        now = self.now(uri)
+        if now is None or (now is not notebook if notebook is not None else now != version):
+            return
+        if not final and uri in self.final:
+            return
+        if final:
+            self.final.add(uri)
+        self.shown[uri] = Shown(now, text, findings, notebook)
+        if force or self.published.get(uri) != diagnostics:
+            self.published[uri] = diagnostics
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=version))
+        self._wake(uri)
+
+    def unanswered(self, uris) -> None:
+        """No findings will come for these URIs' texts (a broken configuration): requests
+        waiting for them are answered with none."""
+        for uri in uris:
+            now = self.now(uri)
+            if now is not None:
+                held = self.notebooks.holding(uri)
+                text = held[1].text if held is not None else self.workspace.get_text_document(uri).source
+                self.shown[uri] = Shown(now, text, [], held[0] if held is not None else None)
+            self._wake(uri)
+
+    def clear(self, uri: str) -> None:
+        """Forget what was published for `uri`, and tell the editor it has nothing now."""
+        self.published.pop(uri, None)
+        self.shown.pop(uri, None)
+        self.final.discard(uri)
+        self._wake(uri)
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def _wake(self, uri: str) -> None:
+        for future in self._waiting.pop(uri, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def shown_now(self, uri: str) -> Shown | None:
+        """The findings of the text of `uri` as it is now, once published; None where it is not
+        open (or is not a code cell)."""
+        while True:
+            now = self.now(uri)
+            if now is None:
+                return None
+            shown = self.shown.get(uri)
+            if shown is not None and (shown.now is now or not isinstance(now, notebook_sync.OpenNotebook) and shown.now == now):
+                return shown
+            future = asyncio.get_running_loop().create_future()
+            self._waiting.setdefault(uri, []).append(future)
+            await future
+
+    # -- progress and messages ------------------------------------------------------------
+    def progress(self, key, message: str, percentage: int) -> None:
+        window = self.client_capabilities.window if self.client_capabilities is not None else None
+        if window is None or not window.work_done_progress:
+            return
+        token = self._tokens.get(key)
+        if token is None:
+            token = self._tokens[key] = _Token(f"torchrepro-lint/analysis/{next(self._numbers)}")
+            future = self.work_done_progress.create(token.id)
+            future.add_done_callback(lambda created, token=token: self._created(token, created))
+        token.message, token.percentage = message, percentage
+        if token.begun:
+            self.work_done_progress.report(token.id, types.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    def _created(self, token: _Token, created) -> None:
+        if created.cancelled() or created.exception() is not None:
+            return  # the client said no: no progress
+        begin = types.WorkDoneProgressBegin(title=PROGRESS_TITLE, message=token.message, percentage=token.percentage, cancellable=False)
+        self.work_done_progress.begin(token.id, begin)
+        token.begun = True
+        if token.done:
+            self._end(token)
+
+    def progress_done(self, key) -> None:
+        token = self._tokens.pop(key, None)
+        if token is not None:
+            token.done = True
+            if token.begun:
+                self._end(token)
+
+    def _end(self, token: _Token) -> None:
+        self.work_done_progress.end(token.id, types.WorkDoneProgressEnd(message="findings published"))
+
+    def log(self, message: str, kind: str = "info") -> None:
+        if kind == "error":
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+            return
+        level = types.MessageType.Warning if kind == "warning" else types.MessageType.Info
+        self.window_log_message(types.LogMessageParams(type=level, message=message))
 
 
-def build(persistent: bool = True) -> TorchReproServer:
-    server = TorchReproServer(persistent)
+def build(persistent: bool = True, early: EarlyProcess | None = None) -> TorchReproServer:
+    server = TorchReproServer(persistent, early)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TorchReproServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -231,13 +361,7 @@ def build(persistent: bool = True) -> TorchReproServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TorchReproServer, params: types.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        path = ls.text_path_of(uri)
-        session = ls.model.close(path) if path is not None else None
-        ls.uris.pop(path, None)
-        ls.clear(uri)
-        if session is not None and session.buffers:  # the file on disk replaces the buffer
-            ls.refresh(session)
+        ls.close_document(params.text_document.uri)
 
     # Notebooks: pygls' own handlers keep the notebook and its cells' text in ls.workspace first.
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
@@ -264,18 +388,18 @@ def build(persistent: bool = True) -> TorchReproServer:
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL]),
     )
-    def code_action(ls: TorchReproServer, params: types.CodeActionParams):
+    async def code_action(ls: TorchReproServer, params: types.CodeActionParams):
         uri = params.text_document.uri
-        in_cell = ls.cell_findings(uri)
-        if in_cell is not None:
-            notebook, cell, findings, session = in_cell
+        shown = await ls.shown_now(uri)
+        if shown is None:
+            return []
+        notebook = shown.notebook
+        if notebook is not None:
+            cell = notebook.cell(uri)
             text, path = cell.text, notebook.path
             document = notebook_sync.CellEdits(notebook, cell, ls.encoding)
         else:
-            session, findings, text = ls.findings_at(uri)
-            if session is None:
-                return []
-            path = ls.path_of(uri)
+            text, path = shown.text, ls.path_of(uri)
             document = PythonFile(uri, text, ls.encoding)
         lines = line_texts(text)
         rows = (
@@ -284,22 +408,17 @@ def build(persistent: bool = True) -> TorchReproServer:
         )
 
         def diagnostic_of(finding: Finding) -> types.Diagnostic:
-            return diagnostic(finding, lines, ls.encoding, session.cwd, path)
+            return diagnostic(finding, lines, ls.encoding, ls.cwd, path)
 
-        return code_actions(document, findings, rows, params.context.only, diagnostic_of)
+        return code_actions(document, shown.findings, rows, params.context.only, diagnostic_of)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
-    def on_hover(ls: TorchReproServer, params: types.HoverParams):
-        in_cell = ls.cell_findings(params.text_document.uri)
-        if in_cell is not None:
-            _, cell, findings, _ = in_cell
-            text = cell.text
-        else:
-            session, findings, text = ls.findings_at(params.text_document.uri)
-            if session is None:
-                return None
-        row, column = from_position(line_texts(text), params.position, ls.encoding)
-        return hover(findings, row, column)
+    async def on_hover(ls: TorchReproServer, params: types.HoverParams):
+        shown = await ls.shown_now(params.text_document.uri)
+        if shown is None:
+            return None
+        row, column = from_position(line_texts(shown.text), params.position, ls.encoding)
+        return hover(shown.findings, row, column)
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: TorchReproServer, params: types.InitializedParams) -> None:
@@ -316,26 +435,24 @@ def build(persistent: bool = True) -> TorchReproServer:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def watched_files_changed(ls: TorchReproServer, params: types.DidChangeWatchedFilesParams) -> None:
-        for change in params.changes:
-            path = ls.path_of(change.uri)
-            if path is not None and path.name == "pyproject.toml":
-                for session in ls.model.sessions.values():
-                    if session.pyproject == path or session.root == path.parent:
-                        session.forget_config()
-        # Files on disk are re-read by their stat; every project with open files is analysed again.
-        for session in list(ls.model.sessions.values()):
-            session.files_changed()
-            ls.refresh(session)
+        paths = [ls.path_of(change.uri) for change in params.changes]
+        ls.post(FilesChanged(tuple(path for path in paths if path is not None and path.name == "pyproject.toml")))
 
     return server
 
 
-def main() -> int:
-    """Serve on stdin/stdout until the client says exit or closes the stream."""
+def main(early: EarlyProcess | None = None) -> int:
+    """Serve on stdin/stdout until the client says exit or closes the stream. `early`: the
+    process for first findings, forked by the caller before any thread (cli.py does, before
+    importing this module); forked here if none was given."""
+    import gc
+
     from torchrepro_lint.memory import RUN_GC_THRESHOLDS
 
+    if early is None:
+        early = EarlyProcess.started(Path.cwd().resolve())
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="torchrepro-lint server: %(message)s")
     gc.enable()  # a long-lived process: cycles must be collected, but rarely (see memory.RUN_GC_THRESHOLDS)
     gc.set_threshold(*RUN_GC_THRESHOLDS)
-    build().start_io()
+    build(early=early).start_io()
     return 0

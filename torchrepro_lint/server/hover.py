@@ -7,10 +7,11 @@ from lsprotocol import types
 
 from torchrepro_lint import rule_url
 from torchrepro_lint.findings import Finding
-from torchrepro_lint.rules import rule_by_code
 
 
 def rule_markdown(code: str) -> str | None:
+    from torchrepro_lint.rules import rule_by_code  # (every rule and LibCST: not at the server's start)
+
     rule = rule_by_code(code)
     if rule is None:
         return None

@@ -9,7 +9,10 @@ never copied: the engine treats what a cache gives back as read-only (IR is froz
 Memory stays bounded: after each run, only the entries the last two runs used are kept (the
 previous run's too, so that undoing an edit is still cheap). Entries are written through to the
 disk cache only while no unsaved buffer took part in the run, so an editor's keystrokes never
-fill the project's cache directory with versions that were never saved.
+fill the project's cache directory with versions that were never saved. An entry made while a
+buffer was unsaved is written when a run of the files as saved uses it (at the end of that run):
+a server whose first analysis had an unsaved buffer (an editor restoring one at start) still
+leaves the cache of the saved files once they are saved, for the next start and for `check`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class MemoryCache:
         self._used: set[tuple[str, str]] = set()  # this run's keys
         self._used_before: set[tuple[str, str]] = set()  # the previous run's
         self.disk_reads = 0  # entries found on disk (for tests and statistics)
+        self._unwritten: set[tuple[str, str]] = set()  # put while not persisting, not on disk
         # id(pickled program facts) -> (the bytes, the facts, the modules they point at):
         # staging.ProgramRunner gives them again while those modules are the run's.
         self.unpickled: dict[int, tuple] = {}
@@ -66,18 +70,29 @@ class MemoryCache:
         entry = (kind, key)
         self._entries[entry] = value
         self._used.add(entry)
-        if self.persist and self.disk is not None:
+        if self.disk is None:
+            return
+        if self.persist:
             self.disk.put(kind, key, value)
+            self._unwritten.discard(entry)
+        else:
+            self._unwritten.add(entry)
 
     def warning(self, message: str) -> None:
         if self.disk is not None:
             self.disk.warning(message)
 
     def end_run(self) -> None:
-        """Forget what neither this run nor the one before used."""
+        """Write what a run of the saved files used and an unsaved one made; forget what
+        neither this run nor the one before used."""
+        if self.persist and self._unwritten:
+            for entry in self._unwritten & self._used:  # (its value now: this run's, if it put one)
+                self.disk.put(*entry, self._entries[entry])
+            self._unwritten -= self._used
         keep = self._used | self._used_before
         if len(keep) != len(self._entries):
             self._entries = {entry: value for entry, value in self._entries.items() if entry in keep}
+            self._unwritten &= keep
         self._used_before, self._used = self._used, set()
         live = {id(value[1]) for (kind, _), value in self._entries.items() if kind == "program"}
         self.unpickled = {key: found for key, found in self.unpickled.items() if key in live}

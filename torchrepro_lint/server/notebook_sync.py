@@ -30,8 +30,6 @@ from pathlib import Path
 from lsprotocol import types
 
 from torchrepro_lint.findings import Finding
-from torchrepro_lint.fixes import notebook_cells
-from torchrepro_lint.fixes.noqa import add_to_notebook
 from torchrepro_lint.parsing.lines import line_texts
 from torchrepro_lint.parsing.source import SourceError, read_source
 from torchrepro_lint.server.actions import safe_fixes
@@ -109,6 +107,8 @@ class OpenNotebook:
 
 def _code_sources(text: str) -> list[tuple[int, str]] | None:
     """(number, source as the linter reads it) of each code cell of a notebook's JSON text."""
+    from torchrepro_lint.fixes import notebook_cells  # (LibCST: imported when a notebook opens, not at start)
+
     try:
         return list(notebook_cells.cell_sources(text).items())
     except SourceError:
@@ -173,16 +173,20 @@ class CellEdits:
     edits of the cells whose source they change."""
 
     def __init__(self, notebook: OpenNotebook, cell: Cell, encoding: str) -> None:
+        from torchrepro_lint.fixes import notebook_cells  # (LibCST: not at the server's start)
+        from torchrepro_lint.fixes.noqa import add_to_notebook
+
         self.notebook, self.cell, self.encoding = notebook, cell, encoding
+        self._cells, self._add_noqa = notebook_cells, add_to_notebook
 
     def fix_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
         if finding.fix.cell is None:
             return None
-        fixed, applied = notebook_cells.apply_fixes(self.notebook.text, [finding])
+        fixed, applied = self._cells.apply_fixes(self.notebook.text, [finding])
         return self._changes(fixed) if applied else None
 
     def noqa_edit(self, finding: Finding) -> types.WorkspaceEdit | None:
-        outcome = add_to_notebook(self.notebook.text, [finding])
+        outcome = self._add_noqa(self.notebook.text, [finding])
         return self._changes(outcome.text) if outcome.added else None
 
     def fix_all_edit(self, findings: list[Finding]) -> types.WorkspaceEdit | None:
@@ -191,11 +195,11 @@ class CellEdits:
         safe = [f for f in safe_fixes(findings) if f.fix.cell == number]
         if not safe:
             return None
-        fixed, applied = notebook_cells.apply_fixes(self.notebook.text, safe)
+        fixed, applied = self._cells.apply_fixes(self.notebook.text, safe)
         return self._changes(fixed) if applied else None
 
     def _changes(self, fixed: str) -> types.WorkspaceEdit | None:
-        before, after = notebook_cells.cell_sources(self.notebook.text), notebook_cells.cell_sources(fixed)
+        before, after = self._cells.cell_sources(self.notebook.text), self._cells.cell_sources(fixed)
         changes: dict[str, list[types.TextEdit]] = {}
         for number, source in after.items():
             if source == before.get(number):

@@ -2,7 +2,7 @@
 unsaved buffers, and the program model kept in memory between requests. No LSP here: this is
 the part that decides which findings each open file has, and it is tested without a client.
 
-A project is found as the flake8 plugin finds it (`project_cache.find_project`: the nearest
+A project is found as the flake8 plugin finds it (`project_root.find_project`: the nearest
 directory with a pyproject.toml or a VCS root); each is analysed as `torchrepro-lint check ROOT`
 run from the server's working directory would analyse it, with every open buffer in place of
 its file on disk, so a seed added in an unsaved `utils.py` counts for the `train.py` that
@@ -24,7 +24,8 @@ from torchrepro_lint.pipeline.cache import DEFAULT_DIRECTORY, Cache, config_fing
 from torchrepro_lint.config import Config, installed_torch_version, load_config
 from torchrepro_lint.pipeline.discovery import LINTED_SUFFIXES
 from torchrepro_lint.findings import Finding, Statistics
-from torchrepro_lint.integrations.project_cache import find_project, list_project
+from torchrepro_lint.integrations.project_cache import list_project
+from torchrepro_lint.integrations.project_root import find_project
 from torchrepro_lint.project.index import ProjectIndex
 from torchrepro_lint.parsing.reparse import ParsedText
 from torchrepro_lint.server.edited_source import EditedSource, edited_source
@@ -62,6 +63,7 @@ class ProjectSession:
     def __init__(self, root: Path, pyproject: Path | None, cwd: Path, *, standalone: bool = False, persistent: bool = True):
         self.root, self.pyproject, self.cwd = root, pyproject, cwd
         self.standalone, self.persistent = standalone, persistent
+        self.key = root  # its Workspace's key for it (project_root.session_key)
         self.buffers: dict[Path, str] = {}  # open documents: resolved path -> text
         self._good: dict[Path, str] = {}  # open documents: the last text that compiled
         self._bad: dict[Path, tuple] = {}  # open documents: (text, ParseFailure) of a text that did not
@@ -77,6 +79,7 @@ class ProjectSession:
         self.absent: set[Path] = set()
         self.cache: MemoryCache | None = None
         self.last: Analysis | None = None
+        self.runs = 0  # analyses done on `cache` (a new configuration makes a new one)
         self._modules: dict = {}  # the last analysis's modules, reused where unchanged
         self._recorded: tuple | None = None  # and its interpreter recordings (ProjectIndex.adopt_recordings)
         self._mentioning: dict | None = None  # and its modules_mentioning answers
@@ -102,6 +105,7 @@ class ProjectSession:
                 self._mentioning = None
                 self._imports = None
                 self.cache = MemoryCache(self._disk_cache(config))
+                self.runs = 0
         return self._config[1]
 
     def forget_config(self) -> None:
@@ -144,6 +148,11 @@ class ProjectSession:
         self._texts[path] = (stat, text)
         return text
 
+    def as_saved(self) -> dict[Path, str]:
+        """The open buffers as their files are on disk (those on disk)."""
+        texts = {path: self._disk_text(path) for path in self.buffers}
+        return {path: text for path, text in texts.items() if text is not None}
+
     def display(self, path: Path) -> Path:
         """How `check`, run from the server's working directory, names the file."""
         found = self._displays.get(path)
@@ -156,13 +165,16 @@ class ProjectSession:
         return found
 
     # -- analysis ---------------------------------------------------------------------------
-    def analyse(self, *, open_only: bool = False) -> Analysis:
+    def analyse(self, *, open_only: bool = False, progress=None, jobs: int = 1) -> Analysis:
         """Every linted file's findings, with the open buffers in place of the files. Raises
         ConfigError for a broken configuration. `open_only`: the per-file rules run on the open
         buffers alone (an editor shows no other file's findings; checking the others' cached
         results cost 7-12 ms of an edit on pytorch-image-models), so the other files get their
-        program rules' findings only."""
+        program rules' findings only. `progress` (pipeline/progress.py) hears of the stages;
+        `jobs`: processes for a cold run, as `check --jobs` (server/cold_start.py, in a child: the
+        next edit would find none of what the main process keeps for it)."""
         from torchrepro_lint.pipeline.engine import PARSE_ERROR, lint_sources, selection_from
+        from torchrepro_lint.pipeline.progress import NO_PROGRESS
 
         config = self.config()
         sources: list[tuple[Path, str | None]] = []
@@ -196,7 +208,10 @@ class ProjectSession:
             return indexes[-1]
 
         checked = [self.display(path).as_posix() for path in self.buffers] if open_only else None
-        result = lint_sources(sources, config, cache=self.cache, statistics=statistics, make_index=make_index, checked=checked)
+        result = lint_sources(
+            sources, config, cache=self.cache, statistics=statistics, make_index=make_index, checked=checked,
+            progress=progress or NO_PROGRESS, jobs=jobs,
+        )
         self._modules = indexes[-1].modules if indexes else {}
         self._recorded = indexes[-1].recorded if indexes else None
         self._mentioning = indexes[-1]._mentioning if indexes else None
@@ -213,7 +228,14 @@ class ProjectSession:
         for path, finding in broken.items():  # its other findings are of its last good text
             analysis.findings[path] = [finding] if enabled else []
         self.last = analysis
+        self.runs += 1
         return analysis
+
+    @property
+    def warm(self) -> bool:
+        """Whether an analysis has filled this configuration's memory cache: the next one takes
+        what an edit did not change from it (the first reads the disk cache, or builds it all)."""
+        return self.runs > 0
 
     def _unchanged_source(self, path: Path, display: Path, text: str | None) -> str | SourceFile | None:
         """The last analysis's SourceFile of a file whose text is the same object again (read
@@ -268,13 +290,14 @@ class Workspace:
 
     def session_for(self, path: Path) -> ProjectSession:
         root, pyproject = find_project(path)
-        key = root if root is not None else path
+        key = root if root is not None else path  # (project_root.session_key)
         session = self.sessions.get(key)
         if session is None:
             if root is None:
                 session = ProjectSession(path.parent, None, self.cwd, standalone=True, persistent=self.persistent)
             else:
                 session = ProjectSession(root, pyproject, self.cwd, persistent=self.persistent)
+            session.key = key
             self.sessions[key] = session
         return session
 
