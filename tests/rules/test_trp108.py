@@ -86,9 +86,12 @@ def test_an_rng_restore_after_training_resumed_comes_too_late(tmp_path):
     assert rows(tmp_path, {"train.py": source}) == [("train.py", RESTORE_ROW)]
 
 
-def test_an_rng_restore_on_one_branch_leaves_the_other_reported(tmp_path):
+def test_an_rng_restore_under_a_runtime_flag_is_a_configuration_choice(tmp_path):
+    """The restore is there and a flag turns it off (Megatron's `--no-load-rng`): not reported."""
     source = script(after='if args.restore_rng:\n        torch.set_rng_state(saved["rng"])')
-    assert rows(tmp_path, {"train.py": source}) == [("train.py", RESTORE_ROW)]
+    assert rows(tmp_path, {"train.py": source}) == []
+    source = script(after='if args.restore_rng:\n        pass')
+    assert rows(tmp_path / "b", {"train.py": source}) == [("train.py", RESTORE_ROW)]
 
 
 @pytest.mark.parametrize(
@@ -266,7 +269,8 @@ def test_fabric_load_restores_what_its_state_holds(tmp_path, state, found):
 def test_hugging_face_resume_restores_the_rng_states(tmp_path):
     source = script(after="trainer.train(resume_from_checkpoint=args.resume)")
     unguarded = script(after="trainer.train()")
-    assert rows(tmp_path / "a", {"train.py": source}) == [("train.py", RESTORE_ROW)]  # (args.resume may be None)
+    # (args.resume may be None, but where it is given the states are restored: a configuration choice)
+    assert rows(tmp_path / "a", {"train.py": source}) == []
     source = script(after='trainer.train(resume_from_checkpoint="out/checkpoint-500")')
     assert rows(tmp_path / "b", {"train.py": source}) == []
     assert rows(tmp_path / "c", {"train.py": unguarded}) == [("train.py", RESTORE_ROW)]

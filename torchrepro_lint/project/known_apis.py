@@ -38,6 +38,7 @@ class Kind:
     RNG_RESTORE = "rng_restore"
     OPTIMIZER_STEP = "optimizer_step"
     RESUMED_WITHOUT_RNG = "resumed_without_rng"
+    RESUMED_WITH_RNG = "resumed_with_rng"  # TRP108: a restore whose RNG state is restored on this path
     # TRP207 (compiled-kernel autotuning): a tuner turned on (detail: (source, knob), see
     # extract/autotune.py), and Inductor's own `deterministic` flag set without deterministic
     # mode (for the message: Dynamo resets it after tracing a frame).

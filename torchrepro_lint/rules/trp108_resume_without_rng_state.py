@@ -79,6 +79,10 @@ class ResumeWithoutRngState(Rule):
     )
     decisions = (
         "Note, not warning: an uninterrupted run stays reproducible; only a resumed one departs from it.",
+        "A restore whose RNG states are restored on some path of the program is not reported, even where a "
+        "runtime flag skips them on another (`if not args.no_load_rng:` in Megatron-LM's `load_checkpoint`): "
+        "the author wrote the restore, and turning it off is a configuration choice, as TRP201 treats "
+        "switches under independent flags.",
         "The RNG restore must come before training continues: one after the first resumed step comes too late "
         "for the draws of that step. Any RNG restore counts, of torch's generator or another (the author saved "
         "and restores RNG state): the rule does not ask which generators the training draws from.",
@@ -386,8 +390,9 @@ if __name__ == "__main__":
             resumes = facts.of(Kind.RESUMED_WITHOUT_RNG)
             if not resumes or not (facts.has(*_DRAWN_IN_TRAINING) or _draws_in_called_methods(context, program, drawing)):
                 continue
+            restored_elsewhere = {resume.site for resume in facts.of(Kind.RESUMED_WITH_RNG)}
             for resume in resumes:
-                if resume.site in reported:
+                if resume.site in reported or resume.site in restored_elsewhere:
                     continue
                 if resume.detail == RESUMES_TRAIN and _restores_out_of_sight(context, program):
                     continue

@@ -28,6 +28,10 @@ def after(kind: str, occurrence: Occurrence, state: PathState, facts: Facts) -> 
     if kind == Kind.RNG_RESTORE:
         if state.rng_restored and state.resumed is None:
             return state
+        if state.resumed is not None:
+            # On another path the same restore may go without (`if not args.no_load_rng:`): a
+            # configuration choice, not a hazard, as TRP201 treats independent runtime flags
+            facts.add(Kind.RESUMED_WITH_RNG, state.resumed)
         return state.evolve(rng_restored=True, resumed=None)
     if kind == Kind.OPTIMIZER_RESTORE:
         if state.rng_restored or not occurrence.ordered:
