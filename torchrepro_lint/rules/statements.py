@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.findings import Edit
 from torchrepro_lint.parsing.lines import physical_lines
 from torchrepro_lint.project.modules import ProjectModule
@@ -40,18 +41,6 @@ def statement_in(module: ProjectModule, node: cst.CSTNode, block: list) -> cst.C
             return None
         current = module.index.parents.get(current)
     return None
-
-
-def dotted(expr: cst.CSTNode) -> str | None:
-    """`a.b.c` for a chain of attributes on a name; None for anything else."""
-    parts = []
-    while isinstance(expr, cst.Attribute):
-        parts.append(expr.attr.value)
-        expr = expr.value
-    if not isinstance(expr, cst.Name):
-        return None
-    parts.append(expr.value)
-    return ".".join(reversed(parts))
 
 
 def reads(node: cst.CSTNode) -> set[str]:
