@@ -81,6 +81,20 @@ def test_an_unseeded_lora_fine_tune_is_reported_at_its_adapter(lint):
         ("m = get_peft_model(m, peft.IA3Config(init_ia3_weights=False))", True),
         ("m = get_peft_model(m, peft.VeraConfig(r=8))", False),  # not modelled
         ("m = peft.PeftModel.from_pretrained(m, 'org/adapter')", False),  # loads the adapter
+        ("m = get_peft_model(m, peft.tuners.LoraConfig(r=8))", True),
+        ("m = get_peft_model(m, peft.LoHaConfig(r=8))", True),  # kaiming factors, whatever init_weights
+        ("m = get_peft_model(m, peft.tuners.lokr.LoKrConfig(r=8, init_weights=False))", True),
+        ("m = get_peft_model(m, peft.OFTConfig(r=8))", False),  # zero rotations
+        ("m = get_peft_model(m, peft.OFTConfig(r=8, init_weights=False))", True),
+        ("m = get_peft_model(m, peft.BOFTConfig(boft_block_size=4, init_weights=False))", True),
+        ("m = get_peft_model(m, peft.PromptTuningConfig(num_virtual_tokens=8))", True),  # RANDOM
+        ("m = get_peft_model(m, peft.PromptTuningConfig(prompt_tuning_init='SAMPLE_VOCAB'))", True),
+        ("m = get_peft_model(m, peft.PromptTuningConfig(prompt_tuning_init='TEXT'))", False),
+        ("m = get_peft_model(m, peft.PromptTuningConfig(prompt_tuning_init=peft.PromptTuningInit.TEXT))", False),
+        ("m = get_peft_model(m, peft.PrefixTuningConfig(num_virtual_tokens=8))", True),
+        ("m = get_peft_model(m, peft.PrefixTuningConfig(init_weights='zero'))", False),
+        ("m = get_peft_model(m, peft.PrefixTuningConfig(init_weights='zero', prefix_projection=True))", True),
+        ("m = get_peft_model(m, peft.PromptEncoderConfig(num_virtual_tokens=8))", True),  # p-tuning
         ("m = get_peft_model(m, LoraConfig(r=8))\nm.load_state_dict(torch.load('ft.pt'))", False),
     ],
 )
@@ -191,3 +205,93 @@ def test_a_subclass_of_a_trl_trainer_draws_its_adapter_first_too(lint, body, con
     row = row_of(files, "super().__init__" if "super()" in body else construction)
     found = reported(lint(files, SEED_RULES), lint.root)
     assert found == ({("train.py", row, "TRP105")} if late else set())
+
+
+def test_a_program_that_builds_a_trainer_trains_its_adapter(lint):
+    # A helper adds the adapter, the script seeds, then a Trainer trains: no optimizer or
+    # `backward` of the program's own says so, the trainer does.
+    files = {
+        "train.py": """from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, Seq2SeqTrainer, set_seed
+
+
+def load(args):
+    model = AutoModelForCausalLM.from_pretrained(args.model)
+    config = LoraConfig(r=args.lora_r, task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def main(args):
+    model = load(args)
+    set_seed(args.seed)
+    Seq2SeqTrainer(model=model, args=args).train()
+
+
+if __name__ == "__main__":
+    main(options.parse())
+""".replace("from peft", "import options\nfrom peft", 1)
+    }
+    assert reported(lint(files, SEED_RULES), lint.root) == {("train.py", row_of(files, "set_seed(args.seed)"), "TRP105")}
+
+
+@pytest.mark.parametrize(
+    "imports, trainer",
+    [
+        ("from trl.trainer.sft_trainer import SFTTrainer", "SFTTrainer"),
+        ("from trl.trainer import DPOTrainer", "DPOTrainer"),
+        ("from trl.experimental.cpo import CPOTrainer", "CPOTrainer"),
+        ("from trl.experimental.orpo.orpo_trainer import ORPOTrainer", "ORPOTrainer"),
+        ("from trl.experimental.online_dpo import OnlineDPOTrainer", "OnlineDPOTrainer"),
+        ("from trl.experimental.gkd import GKDTrainer", "GKDTrainer"),  # SFTTrainer's constructor
+        ("from trl import BCOTrainer", "BCOTrainer"),  # exported from trl before the experimental move
+    ],
+)
+def test_trl_trainers_as_every_import_path_spells_them(lint, imports, trainer):
+    body = BASE + f"t = {trainer}(model=m, peft_config=LoraConfig(r=8))\nt.train()"
+    files = script(body, IMPORTS + "\n" + imports)
+    result = lint(files, SEED_RULES)
+    assert reported(result, lint.root) == {("train.py", row_of(files, "t = "), "TRP105")}
+    assert "adapter of its `peft_config=`" in result.findings[0].message
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "set_seed(0)\n" + BASE + "CPOTrainer(model=m, peft_config=LoraConfig(r=8)).train()",
+        BASE + "CPOTrainer(model=m, peft_config=LoraConfig(init_lora_weights='pissa')).train()",
+        BASE + "trl.IterativeSFTTrainer(model=m).train()",  # seeds; takes no adapter config
+    ],
+    ids=["seeded-first", "pissa", "iterative-sft"],
+)
+def test_more_trl_trainers_that_leave_no_late_seed(lint, body):
+    files = script(body, IMPORTS + "\nfrom trl.experimental.cpo import CPOTrainer")
+    assert reported(lint(files, SEED_RULES), lint.root) == set()
+
+
+def test_an_older_trl_trainer_seeds_too(lint):
+    # trl.IterativeSFTTrainer (exported before the experimental move) reaches Trainer.__init__:
+    # an adapter the script drew first is drawn unseeded.
+    body = BASE + "m = get_peft_model(m, LoraConfig(r=8))\nt = trl.IterativeSFTTrainer(model=m)\nt.train()"
+    files = script(body)
+    found = reported(lint(files, SEED_RULES), lint.root)
+    assert found == {("train.py", row_of(files, "t = trl.IterativeSFTTrainer"), "TRP105")}
+
+
+@pytest.mark.parametrize(
+    "lines, drawn",
+    [
+        ("m.add_adapter(LoraConfig(r=8))", True),  # transformers' PeftAdapterMixin
+        ("cfg = LoraConfig(r=8)\nm.add_adapter(cfg, adapter_name='a')", True),
+        ("m.add_adapter(adapter_config=LoraConfig(r=8, init_lora_weights='gaussian'))", True),
+        ("m = get_peft_model(m, LoraConfig(init_lora_weights='olora'))\nm.add_adapter('second', LoraConfig(r=4))", True),
+        ("m.add_adapter(LoraConfig(r=8, init_lora_weights='pissa'))", False),
+        ("m.add_adapter('bottleneck', config='seq_bn')", False),  # AdapterHub's, not PEFT's
+        ("m.add_adapter(make_config())", False),  # a method found by name: only a config in view counts
+        ("m.add_adapter('second', LoraConfig(r=4), low_cpu_mem_usage=True)", False),
+    ],
+)
+def test_add_adapter_with_a_peft_config(lint, lines, drawn):
+    body = BASE + lines + "\ntorch.manual_seed(0)\n" + TRAINS
+    files = script(body, IMPORTS + "\nfrom options import make_config")
+    expected = {("train.py", row_of(files, "torch.manual_seed"), "TRP105")} if drawn else set()
+    assert reported(lint(files, SEED_RULES), lint.root) == expected

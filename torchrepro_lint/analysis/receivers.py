@@ -29,6 +29,13 @@ API
 
 Both answer False when unsure; they never both answer True. `index` is the module's
 ``ModuleIndex``; `at` (default: `expr`) is where the expression is read.
+
+``is_untyped(expr, index) -> bool``
+    Nothing in this module says what `expr` holds: a parameter without annotation (not the
+    `self` of a method), an attribute of one, `self.<attr>` that the class assigns only from such
+    values or not at all, an index or slice of these, or a name assigned one of them. What
+    ``TENSOR_ONLY_METHODS`` are called on is then a tensor: no other type a torch module meets
+    has those names.
 """
 
 from __future__ import annotations
@@ -78,6 +85,14 @@ _METHOD_NOT_TENSOR = frozenset(
     "tobytes to_list keys values items".split()
 )
 _METHOD_OK_WITHOUT_DIM = frozenset("max min median nanmedian".split())  # one tensor when called with no dim
+# In-place indexed writes that only `torch.Tensor` has among the types a torch module meets:
+# NumPy, pandas, Python's containers and cupy have none of them (cupy's is `scatter_add`, without
+# the underscore; NumPy's `put` has none either). Tensor libraries that copy torch's names
+# (paddle, oneflow, mindspore, ...) are told apart by the module's imports (TORCH_LOOKALIKES).
+TENSOR_ONLY_METHODS = frozenset(
+    "index_add_ index_copy_ index_put_ index_reduce_ put_ scatter_ scatter_add_ scatter_reduce_".split()
+)
+TORCH_LOOKALIKES = frozenset("paddle oneflow mindspore jittor megengine mxnet tensorflow jax cupy".split())
 _TENSOR_ATTRIBUTES = frozenset("T mT H mH data grad real imag".split())
 
 _NUMPY_NOT_ARRAY = frozenset(
@@ -99,6 +114,16 @@ def is_tensor(expr: cst.BaseExpression, index: ModuleIndex, at: cst.CSTNode | No
 
 def is_ndarray(expr: cst.BaseExpression, index: ModuleIndex, at: cst.CSTNode | None = None) -> bool:
     return _Typer(index).kind(expr, at if at is not None else expr) == NDARRAY
+
+
+def is_untyped(expr: cst.BaseExpression, index: ModuleIndex) -> bool:
+    typer = _Typer(index)
+    return typer.kind(expr, expr) is None and typer.untyped(expr, 0)
+
+
+def imports_no_lookalike(index: ModuleIndex) -> bool:
+    """The module imports no tensor library that copies torch's method names."""
+    return not any(record.module and record.module.split(".")[0] in TORCH_LOOKALIKES for record in index.imports)
 
 
 class _Typer:
@@ -186,6 +211,37 @@ class _Typer:
         if param in positional or param in function.params.kwonly_params:
             return TENSOR
         return None
+
+    def untyped(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """is_untyped: what `expr` holds comes from outside the module's view."""
+        if depth > 6:
+            return False
+        if isinstance(expr, cst.Subscript):
+            return self.untyped(expr.value, depth + 1)
+        if isinstance(expr, cst.Name):
+            param = self.flow.parameter(expr)
+            if param is not None:
+                return param.annotation is None and param.star in ("", cst.MaybeSentinel.DEFAULT) and not self._is_receiver(param)
+            value = self.flow.reaching_value(expr)
+            return isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and self.untyped(value, depth + 1)
+        if isinstance(expr, cst.Attribute):
+            attr = self_attribute(expr)
+            if attr is None:
+                return isinstance(expr.value, cst.Name) and self.untyped(expr.value, depth + 1)
+            klass = self.flow.enclosing_class(expr)
+            values = self.flow.self_attr_values(klass, attr) if klass is not None else None
+            if values is None:
+                return False
+            return all(self.kind(v, v, depth) is None and self.untyped(v, depth + 1) for v in values)
+        return False
+
+    def _is_receiver(self, param: cst.Param) -> bool:
+        """The first parameter of a method (`self`, `cls`)."""
+        function = self.flow.parents.get(self.flow.parents.get(param))
+        if not isinstance(function, cst.FunctionDef) or self.flow.enclosing_class(function) is None:
+            return False
+        positional = [*function.params.posonly_params, *function.params.params]
+        return bool(positional) and positional[0] is param
 
     def _self_attribute(self, expr: cst.Attribute, attr: str, depth: int) -> str | None:
         klass = self.flow.enclosing_class(expr)

@@ -44,6 +44,9 @@ class Kind:
     # mode (for the message: Dynamo resets it after tracing a frame).
     AUTOTUNE = "autotune"
     INDUCTOR_DETERMINISTIC = "inductor_deterministic"
+    # A `with` block that builds modules sparing their init (detail: (strength,), see
+    # EMPTY_INIT_*), entered, and left (detail: ()): the interpreter's PathState.empty_init.
+    EMPTY_INIT = "empty_init"
 
 
 TORCH_DRAWS = frozenset(
@@ -143,7 +146,8 @@ DEVICE_ARGUMENT_CALLS: dict[str, tuple[int | None, str, str | None]] = {
 CHECKPOINT_CALLS = frozenset(
     {"torch.load", "torch.jit.load", "torch.hub.load_state_dict_from_url", "safetensors.torch.load_file"}
 )
-CHECKPOINT_METHODS = frozenset({"load_state_dict", "load_checkpoint", "load_from_checkpoint"})
+# (`load_raw`: Lightning Fabric's `obj.load_state_dict(torch.load(path))` for any strategy, fabric.py Fabric.load_raw)
+CHECKPOINT_METHODS = frozenset({"load_state_dict", "load_checkpoint", "load_from_checkpoint", "load_raw"})
 TRAINING_METHODS = frozenset({"backward"})
 # TRP108: calls that restore a global RNG's state, and methods that restore an RNG object's
 # (`torch.Generator.set_state`, NumPy's `RandomState.set_state`, `random.Random.setstate`;
@@ -210,17 +214,52 @@ _LIGHTNING = Helper()
 # `args.seed` defaults to 42. TRL's trainers are Trainer subclasses whose __init__ calls it.
 TRAINER_SEED = "<trainer: args.seed>"  # not code text: seeds passed as `args.seed` are common
 _HF_TRAINER = Helper(seed_text=TRAINER_SEED)
+# TRL's trainers: Trainer subclasses whose constructor reaches Trainer's (read in trl 1.10:
+# trl/trainer/*_trainer.py, trl/experimental/<package>/*_trainer.py through _BaseTrainer; trl 0.15
+# exported the experimental ones from `trl` and `trl.trainer`). Name -> (module file, package
+# under trl.experimental or None). Each is spelled as every import path reaches it.
+_TRL_TRAINERS: dict[str, tuple[str, str | None]] = {
+    "SFTTrainer": ("sft_trainer", None), "DPOTrainer": ("dpo_trainer", None),
+    "GRPOTrainer": ("grpo_trainer", None), "RewardTrainer": ("reward_trainer", None),
+    "KTOTrainer": ("kto_trainer", None), "RLOOTrainer": ("rloo_trainer", None),
+    "IterativeSFTTrainer": ("iterative_sft_trainer", None),
+    **{name: (f"{package}_trainer", package) for name, package in (
+        ("BCOTrainer", "bco"), ("CPOTrainer", "cpo"), ("ORPOTrainer", "orpo"), ("OnlineDPOTrainer", "online_dpo"),
+        ("NashMDTrainer", "nash_md"), ("XPOTrainer", "xpo"), ("GKDTrainer", "gkd"), ("GOLDTrainer", "gold"),
+        ("PRMTrainer", "prm"), ("TPOTrainer", "tpo"), ("DistillationTrainer", "distillation"),
+        ("IWOPDTrainer", "iw_opd"), ("SDFTTrainer", "sdft"), ("SDPOTrainer", "sdpo"), ("SSDTrainer", "ssd"),
+        ("MiniLLMTrainer", "minillm"), ("GMPOTrainer", "gmpo"),
+        ("GRPOWithReplayBufferTrainer", "grpo_with_replay_buffer"),
+    )},
+}
+
+
+def _trl_spellings(names) -> tuple[str, ...]:
+    spelled = []
+    for name in names:
+        module, package = _TRL_TRAINERS[name]
+        spelled += [f"trl.{name}", f"trl.trainer.{name}", f"trl.trainer.{module}.{name}"]
+        if package is not None:
+            spelled += [f"trl.experimental.{package}.{name}", f"trl.experimental.{package}.{module}.{name}"]
+    return tuple(spelled)
+
+
 HF_TRAINERS = (
     "transformers.Trainer",
     "transformers.trainer.Trainer",
     "transformers.Seq2SeqTrainer",
     "transformers.trainer_seq2seq.Seq2SeqTrainer",
-    *(f"trl.{name}" for name in ("SFTTrainer", "DPOTrainer", "GRPOTrainer", "RewardTrainer", "KTOTrainer", "RLOOTrainer")),
+    *_trl_spellings(_TRL_TRAINERS),
 )
 # TRL trainers whose __init__ wraps the model with `get_peft_model(model, peft_config)` before
-# it calls Trainer's (which seeds): read in trl/trainer/{sft,dpo,grpo,kto,rloo}_trainer.py.
-# RewardTrainer calls `set_seed(args.seed)` first, so its adapter is drawn seeded.
-TRAINERS_DRAWING_ADAPTER_FIRST = frozenset(f"trl.{name}" for name in ("SFTTrainer", "DPOTrainer", "GRPOTrainer", "KTOTrainer", "RLOOTrainer"))
+# it calls Trainer's (which seeds): read in trl/trainer/{sft,dpo,grpo,kto,rloo}_trainer.py and the
+# experimental trainers (directly, through experimental/utils.py prepare_peft_model, or through
+# the constructor of the trainer they derive from: GKD and GOLD SFT's, NashMD and XPO
+# OnlineDPO's, MiniLLM, GMPO and the replay-buffer GRPO GRPO's). RewardTrainer calls
+# `set_seed(args.seed)` first, so its adapter is drawn seeded; IterativeSFTTrainer takes no config.
+TRAINERS_DRAWING_ADAPTER_FIRST = frozenset(
+    _trl_spellings(name for name in _TRL_TRAINERS if name not in ("RewardTrainer", "IterativeSFTTrainer"))
+)
 
 # PEFT: calls that add freshly initialised adapter layers to a model: (position, keyword) of the
 # config and whether `low_cpu_mem_usage=True` (empty weights on the meta device) is accepted.
@@ -241,10 +280,35 @@ PEFT_ADAPTER_CALLS: dict[str, tuple[int, str]] = {
 # True (the default: kaiming A), "gaussian", False (nn.Linear's own random init of A and B),
 # "orthogonal", "pissa_niter_<n>" and "lora_ga" (torch.svd_lowrank draws) draw; the inits below
 # compute A and B from the weights or from data instead.
-PEFT_LORA_CONFIGS = frozenset({"peft.LoraConfig", "peft.tuners.lora.LoraConfig", "peft.tuners.lora.config.LoraConfig"})
+def _peft_config(name: str, package: str) -> frozenset[str]:
+    """A PEFT config class as each import path spells it (`peft`, `peft.tuners`, its package, its module)."""
+    return frozenset({f"peft.{name}", f"peft.tuners.{name}", f"peft.tuners.{package}.{name}", f"peft.tuners.{package}.config.{name}"})
+
+
+PEFT_LORA_CONFIGS = _peft_config("LoraConfig", "lora")
 LORA_INITS_WITHOUT_DRAW = ("pissa", "corda", "olora", "mica", "loftq", "eva")  # "pissa_niter_<n>" excepted
-PEFT_ALWAYS_DRAWS = frozenset({"peft.AdaLoraConfig"})  # randn A, E, B, then normal_ A and B
-PEFT_IA3_CONFIGS = frozenset({"peft.IA3Config"})  # init_ia3_weights=True (default): vectors of ones
+PEFT_ALWAYS_DRAWS = frozenset().union(
+    _peft_config("AdaLoraConfig", "adalora"),  # randn A, E, B, then normal_ A and B
+    # LoHa, LoKr (reset_adapter_parameters, whichever `init_weights`): kaiming_uniform_ factors
+    _peft_config("LoHaConfig", "loha"), _peft_config("LoKrConfig", "lokr"),
+    # P-tuning's PromptEncoder (p_tuning/model.py): an nn.Embedding and an MLP or LSTM head
+    _peft_config("PromptEncoderConfig", "p_tuning"),
+)
+# Methods whose init draws unless a keyword keeps its default, read in their layer.py: IA3's
+# `init_ia3_weights` (True: vectors of ones), OFT's and BOFT's `init_weights` (True: zero
+# rotations; False: normal_).
+PEFT_INIT_SWITCHES: dict[str, str] = {
+    **dict.fromkeys(_peft_config("IA3Config", "ia3"), "init_ia3_weights"),
+    **dict.fromkeys(_peft_config("OFTConfig", "oft"), "init_weights"),
+    **dict.fromkeys(_peft_config("BOFTConfig", "boft"), "init_weights"),
+}
+# Prompt tuning (prompt_tuning/model.py PromptEmbedding): `prompt_tuning_init` RANDOM (the default)
+# keeps nn.Embedding's random init, SAMPLE_VOCAB draws token ids; TEXT copies the embeddings of a text.
+PEFT_PROMPT_TUNING_CONFIGS = _peft_config("PromptTuningConfig", "prompt_tuning")
+# Prefix tuning (prefix_tuning/model.py PrefixEncoder): an nn.Embedding, with an MLP under
+# `prefix_projection=True`; `init_weights="zero"` zeroes the embedding (without the MLP) or the
+# MLP's last layer (with it: the embedding stays random).
+PEFT_PREFIX_TUNING_CONFIGS = _peft_config("PrefixTuningConfig", "prefix_tuning")
 # MODULE_INIT details of adapter layers initialised at random: by a PEFT call, or by a TRL trainer
 # given `peft_config=` before it seeds. Not identifiers, so never the name of a seed's variable
 # (the interpreter's trap of a draw whose value becomes the seed).
@@ -252,6 +316,44 @@ ADAPTER = ("<adapter>",)
 # In a DRAW's detail: the draw makes the run's seed (extract/calls.py's _makes_torch_seed), so
 # it consumes nothing before the seed (the interpreter's late-seed check)
 MAKES_A_SEED = "<makes a seed>"
+
+# Contexts a model is built in that spare its init some draws (extract/empty_init.py), by
+# strength: each spares what the weaker ones do, and more.
+# 1. Lightning's `_EmptyInit` (fabric/utilities/init.py): the `torch.nn.init` functions that
+#    dispatch to `__torch_function__` (uniform_, normal_, kaiming_uniform_: what Linear, Conv,
+#    Embedding, the RNNs and Bilinear use) return their tensor; the others still draw.
+# 2. transformers' `no_init_weights()` (initialization.py): every `torch.nn.init` function,
+#    also as torch's module files imported it, is a no-op; tensor methods still draw.
+# 3. accelerate's `init_empty_weights()` (big_modeling.py init_on_device): each parameter is
+#    moved to the meta device as it is registered, so whatever inits it draws nothing; a value
+#    drawn before it becomes a parameter (`nn.Parameter(torch.randn(n))`) was drawn.
+# 4. The meta device (`with torch.device("meta")`, torch/utils/_device.py DeviceContext): every
+#    tensor made without a device is a meta tensor, and nothing drawn for one draws.
+EMPTY_INIT_LIGHTNING, EMPTY_INIT_HF, EMPTY_INIT_PARAMETERS, EMPTY_INIT_META = 1, 2, 3, 4
+# MODULE_INIT details of inits that still draw under the weaker contexts (none: spared by all):
+# the level is the strongest context they draw under.
+INIT_UNHOOKED = "<init: no torch function>"  # level 1: torch.nn.init functions _EmptyInit misses
+INIT_TENSOR_FILL = "<init: tensor method>"  # level 2: `m.weight.data.normal_(0, 0.02)`
+INIT_DRAWN_VALUE = "<init: drawn value>"  # level 3: `nn.Parameter(torch.randn(n))`
+INIT_LEVELS = {INIT_UNHOOKED: EMPTY_INIT_LIGHTNING, INIT_TENSOR_FILL: EMPTY_INIT_HF, INIT_DRAWN_VALUE: EMPTY_INIT_PARAMETERS}
+# torch 2.13's torch/nn/init.py: the functions without a `handle_torch_function` dispatch, and
+# the layers whose init calls them (MultiheadAttention's xavier_uniform_)
+UNHOOKED_INIT_FUNCTIONS = frozenset(
+    "torch.nn.init." + n for n in "trunc_normal_ xavier_uniform_ xavier_normal_ kaiming_normal_ orthogonal_ sparse_".split()
+)
+UNHOOKED_INIT_MODULES = frozenset(
+    "torch.nn." + n for n in "MultiheadAttention Transformer TransformerEncoderLayer TransformerDecoderLayer".split()
+)
+# Context managers by qualified name: (strength, the keyword that turns them on (None: always),
+# the keyword that makes them meta, the position of a device argument that must be meta)
+EMPTY_INIT_CONTEXTS: dict[str, tuple[int, str | None, str | None, int | None]] = {
+    "accelerate.init_empty_weights": (EMPTY_INIT_PARAMETERS, None, "include_buffers", None),
+    "accelerate.big_modeling.init_empty_weights": (EMPTY_INIT_PARAMETERS, None, "include_buffers", None),
+    "accelerate.init_on_device": (EMPTY_INIT_PARAMETERS, None, "include_buffers", 0),
+    "accelerate.big_modeling.init_on_device": (EMPTY_INIT_PARAMETERS, None, "include_buffers", 0),
+    "transformers.modeling_utils.no_init_weights": (EMPTY_INIT_HF, "_enable", None, None),  # (4.x: `_enable`)
+    "transformers.initialization.no_init_weights": (EMPTY_INIT_HF, None, None, None),
+}
 
 
 def names_a_seed(name: str) -> bool:
@@ -316,3 +418,27 @@ KNOWN_HELPERS: dict[str, Helper] = {
     "keras.utils.set_random_seed": Helper(),
     **{trainer: _HF_TRAINER for trainer in HF_TRAINERS},
 }
+
+# Command-line frameworks (extract/cli_apps.py), read in typer 0.29, click 8.5, tyro 1.0,
+# jsonargparse 4.53 and fire 0.7. Calls that run the function they are given, or one of a list or
+# dict of them (subcommands), there and then, with its parameters parsed from the command line
+# (jsonargparse/_cli.py _run_component: `component(**cfg)`): (position, keyword) of that argument.
+CLI_RUNNERS: dict[str, tuple[int, str]] = {
+    "fire.Fire": (0, "component"),
+    "fire.core.Fire": (0, "component"),
+    "typer.run": (0, "function"),  # typer/main.py run: `app.command()(function); app()`
+    "typer.main.run": (0, "function"),
+    "tyro.cli": (0, "f"),
+    "tyro.extras.subcommand_cli_from_dict": (0, "subcommands"),
+    "jsonargparse.CLI": (0, "components"),
+    "jsonargparse.auto_cli": (0, "components"),
+    "absl.app.run": (0, "main"),
+}
+# Objects on which commands are registered, run when the object is called: typer's Typer
+# (`app()`), click's Group (`cli()`, `cli.main()`), tyro's SubcommandApp (`app.cli()`)
+CLI_APP_CLASSES = frozenset({
+    "typer.Typer", "typer.main.Typer", "click.Group", "click.core.Group",
+    "tyro.extras.SubcommandApp", "tyro.extras._subcommand_app.SubcommandApp",
+})
+# Decorators that make the function a click Group, the function being the group's callback
+CLI_GROUP_DECORATORS = frozenset({"click.group", "click.decorators.group"})

@@ -18,8 +18,9 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import named
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import LOCAL
-from torchrepro_lint.analysis.op_matching.dispatch import Branch, arguments_of_calls, selected
+from torchrepro_lint.analysis.op_matching.dispatch import Branch, Parameter, arguments_of_calls, passed, selected
 from torchrepro_lint.analysis.op_matching.gradients import GradContext, module_level_function
+from torchrepro_lint.analysis.op_matching.requires_grad import PLAIN_BASES
 from torchrepro_lint.project.summaries import summary, summary_kind
 
 # Name loads that are not uses: definitions, imports, parameters, assignment targets, keywords.
@@ -35,6 +36,7 @@ class Use:
     outer_function: str | None  # the module-level function it is in, if any
     in_bases: bool  # a base class of a class statement
     classes: tuple  # enclosing classes, innermost first: (dotted class path, is an nn.Module class)
+    method: str | None = None  # the method of the innermost class it is in, if any
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,21 @@ def uses_in(index: ModuleIndex, path: str, name: str) -> tuple[Use, ...]:
                 outer_function=outer.name.value if outer is not None else None,
                 in_bases=_in_bases(index, node),
                 classes=_classes_around(index, grad, node),
+                method=_method_around(index, node),
             )
         )
     return tuple(out)
+
+
+def _method_around(index: ModuleIndex, node: cst.CSTNode) -> str | None:
+    """The name of the method (of the innermost class around `node`) that holds it."""
+    method = None
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            method = ancestor
+        elif isinstance(ancestor, cst.ClassDef):
+            return method.name.value if method is not None else None
+    return None
 
 
 def class_path(index: ModuleIndex, klass: cst.ClassDef) -> str:
@@ -160,9 +174,40 @@ class ProjectUses:
     def _use_without_grad(self, other, use: Use, depth: int) -> bool:
         if use.no_grad:
             return True
-        if depth >= 2 or use.outer_function is None:
+        if depth >= 2:
             return False
+        if use.outer_function is None:
+            return use.method is not None and self._method_only_without_grad(other, use)
         return self.only_without_grad(other, use.outer_function, depth + 1)
+
+    def _method_only_without_grad(self, other, use: Use) -> bool:
+        """The use is in a method that only the project calls, and only without gradients (as
+        requires_grad asks of a method holding an op: not a dunder or `forward`, in a module-level
+        class that is no framework's subclass). A private method (`_encode_image`) is its
+        module's: only the uses of its name there count, where a public one's count anywhere."""
+        name = use.method
+        if name.startswith("__") or name == "forward" or len(use.classes) != 1:
+            return False
+        if self.framework_class(other, use.classes[0][0]):
+            return False
+        if name.startswith("_"):
+            uses = summary(other, "uses", name)
+            return bool(uses) and all(u.no_grad for u in uses)
+        return self.name_used_only_without_grad(name)
+
+    def framework_class(self, module, name: str) -> bool:
+        """Some class along the bases of `module`'s class `name`, through the project's own
+        classes in any module, is outside the project and not nn.Module or `object` (or cannot
+        be told): a framework may call its methods by name (a Trainer's hooks)."""
+        project = self.project
+        symbol = project.resolve(LOCAL + name, module)
+        if symbol is None or symbol.klass is None:
+            return True
+        for current in project.lineage(symbol):
+            for base in current.klass.bases:
+                if project.resolve(base, current.module) is None and project.external_name(base, current.module) not in PLAIN_BASES:
+                    return True
+        return False
 
     def name_used_only_without_grad(self, name: str, module=None) -> bool:
         """Every use of `name` in the project (`<expr>.name` or a bare `name`) runs without
@@ -207,6 +252,25 @@ class ProjectUses:
             if selected(branch, calls):
                 return True
         return False
+
+    def passed_values(self, module, parameter: Parameter) -> frozenset:
+        """The literal values that calls in the project, tests aside, give a parameter of
+        `module`'s function (its default where a call leaves it out): a wrapper's `mode`, as
+        `resize(x, mode="area")` passes it (dispatch.passed)."""
+        name = parameter.function
+        out: set = set()
+        for other in self.project.modules_mentioning(name):
+            if other is not module and self.in_tests(other):
+                continue
+            calls = [c for c in summary(other, "call arguments", name) if self._is_definition(other, c[0], module, name)]
+            out |= passed(parameter, calls)
+        return frozenset(out)
+
+    def external_name(self, qualname: str, module) -> str | None:
+        """The name outside the project that a project name, as `module` sees it, stands for
+        (ProjectIndex.external_name: a re-export, an alias `interpolate = F.interpolate`)."""
+        found = self.project.external_name(qualname, module)
+        return None if found == qualname else found
 
     def in_tests(self, module) -> bool:
         """The module is test code (a `tests/` directory, `test_*.py`, `conftest.py`)."""

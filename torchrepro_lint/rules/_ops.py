@@ -19,9 +19,22 @@ EVIDENCE_WHERE = (
     "Only conditions the code shows count (precision before recall): a `mode`, `pad`, output "
     "size or `reduce` that is not a literal or a local constant leaves the call silent, as does a "
     "method on a receiver not shown to be a tensor (a NumPy array never is).",
+    "A method that only tensors have (`index_add_`, `index_copy_`, `index_put_`, `put_`, "
+    "`scatter_`, `scatter_add_`, `scatter_reduce_`, `index_reduce_`) on a parameter or attribute "
+    "whose type the module does not show is a tensor's, where the module imports no look-alike "
+    "library (paddle, oneflow, ...) and the project defines no method of that name. "
+    "It is reported only where a program that runs the function (or, where none is seen to, one "
+    "that imports its module) uses CUDA: the message says so.",
     "An argument with a few known values (`'bicubic' if fast else 'linear'`) is reported only "
     "when every value is. A `pad` display has as many values as it lists, whatever their names "
-    "(`[left, right, top, bottom]` is 4).",
+    "(`[left, right, top, bottom]` is 4, `[k // 2] * 4` too).",
+    "A parameter of a module-level function (a version-gated `if ...: def op(...)` included) "
+    "handed to the op (`def resize(x, mode='bilinear'): F.interpolate(x, mode=mode)`) takes the "
+    "literals the project's calls give it, or its default where a call leaves it out; the op is "
+    "reported in the wrapper when one of them matches, and the message names it. Calls from "
+    "tests do not count; a call passing a non-literal adds nothing.",
+    "A project name bound to a torch function (`interpolate = F.interpolate` in a `layers` "
+    "module) is that function where another module imports and calls it.",
     "An unknown True/False flag (`antialias=self.flag`, or one that `**kwargs` may pass) is tried "
     "both ways, and silences the call only if the verdict changes: bilinear with an unknown "
     "`antialias` (TRP401 without it, TRP402 with it) is silent, while "
@@ -39,6 +52,14 @@ EVIDENCE_DECISIONS = (
     "A helper's branch selected by a value from configuration (`dims=cfg.dims`) cannot be seen, "
     "so a project that builds 3-D models that way is not told: a known false negative, chosen "
     "over warning every image model about a branch it never takes.",
+    "A receiver of unknown type is taken for a tensor only by a method name no other type a torch "
+    "module meets has (NumPy's `put` and cupy's `scatter_add` lack the underscore); since nothing "
+    "shows its device, a program on CUDA must run it (its device evidence, as TRP205 reads it). "
+    "The program model does not follow `model(x)` into `forward`, so where no program is seen to "
+    "run the function, the programs that import its module stand in.",
+    "A wrapper's argument counts when one caller gives a matching literal (as a helper's branch "
+    "does when one call selects it), unlike `a if c else b`, which must match both ways: each "
+    "call shown runs the op with its value.",
 )
 GRAD_NOT_REPORTED = (
     "Backward-only ops (nondeterministic only in the backward pass, such as upsampling, padding "
@@ -65,7 +86,8 @@ GRAD_NOT_REPORTED = (
     "Backward-only ops on a frozen attribute of `self`: a buffer, or an "
     "`nn.Parameter(..., requires_grad=False)` that nothing in the class unfreezes.",
     "Backward-only ops in code used only without gradients: a module-level function referenced "
-    "only from such code; the methods of a helper class that is not an `nn.Module` (no base "
+    "only from such code (or from a method that only such code calls, as a pipeline's "
+    "preprocessing run from its `@torch.no_grad()` `__call__`); the methods of a helper class that is not an `nn.Module` (no base "
     "class, even with a `forward`) built only there; any other method (not `forward` or a "
     "dunder) of a class built on `nn.Module`, `object` or the project's own classes, when every "
     "use of its name in the project runs without gradients.",
@@ -77,6 +99,10 @@ GRAD_NOT_REPORTED = (
 GRAD_DECISIONS = (
     "A framework's subclass (a Trainer, a LightningModule) never counts as used only without "
     "gradients: the framework calls its methods by name, where the linter cannot see it.",
+    "Whether a method that uses a module-level function runs without gradients is read from "
+    "the uses of its name: anywhere in the project for a public name, in its own module for a "
+    "private one (`_encode_image`), as Python's convention has it; other classes' methods of "
+    "the same name would otherwise decide.",
 )
 
 # Why the op varies run to run, by catalogue entry id (short: it goes in parentheses).
@@ -188,12 +214,31 @@ def _all(module, context) -> list[OpMatch]:
 
 
 def matches(module, context, rule: str) -> list[OpMatch]:
-    return [m for m in _all(module, context) if m.rule == rule]
+    return [m for m in _kept(module, context) if m.rule == rule]
 
 
 def raising_calls(module, context) -> set[int]:
     """Calls that TRP402 reports: TRP401 stays quiet there (one finding per call)."""
-    return {id(m.site.node) for m in _all(module, context) if m.rule == "TRP402"}
+    return {id(m.site.node) for m in _kept(module, context) if m.rule == "TRP402"}
+
+
+def _kept(module, context) -> list[OpMatch]:
+    """The matches, less the assumed ones (a tensor-only method on a receiver of unknown type)
+    that no program using CUDA runs, or whose method name the project defines itself."""
+    return [m for m in _all(module, context) if not m.assumed or assumed_programs(module, context, m)]
+
+
+def assumed_programs(module, context, match: OpMatch) -> list:
+    """For an assumed match: the programs that run the function around it (where no program is
+    seen to, as a `forward` that `model(x)` runs: those that import its module) and use CUDA (a
+    `.cuda()`, a CUDA device, ...; not hiding the GPUs). Nothing shows the receiver's device, so
+    a program that shows CUDA is the evidence. None when the project defines a function or
+    method of that name: the receiver may be one of its objects."""
+    method = match.api.name.rsplit(".", 1)[-1]
+    if context.project.modules_mentioning(f"def {method}("):
+        return []
+    programs = context.programs_running(module, match.site.node) or context.programs_reaching(module)
+    return [p for p in programs if p.facts.has(Kind.CUDA) and not hides_gpus(p.facts)]
 
 
 @dataclass
@@ -215,10 +260,21 @@ def hides_gpus(facts) -> bool:
     return any(o.detail[1:2] in (("",), ("-1",)) and o.detail[0] == "CUDA_VISIBLE_DEVICES" for o in facts.of(Kind.ENV_SET))
 
 
-def det_mode_status(module, context, cuda: bool = False) -> DetModeStatus:
-    """How the programs that run `module` set deterministic mode; with `cuda` (a CUDA-only
-    entry), of those that can run CUDA kernels (hides_gpus)."""
-    reaching = programs = context.programs_reaching(module)
+def assumed_note(match: OpMatch) -> str:
+    """What the message adds after the call: an argument the function's callers give (a
+    wrapper's `mode`), and why a receiver of unknown type is taken for a tensor."""
+    notes = []
+    if match.given:
+        notes.append(f"with {match.given}, as a call of its function gives it")
+    if match.assumed:
+        notes.append(f"only tensors have `{match.api.name.rsplit('.', 1)[-1]}`, and a program that runs it uses CUDA")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
+def det_mode_status(module, context, cuda: bool = False, programs: list | None = None) -> DetModeStatus:
+    """How the programs that run `module` (or `programs`) set deterministic mode; with `cuda` (a
+    CUDA-only entry), of those that can run CUDA kernels (hides_gpus)."""
+    reaching = programs = context.programs_reaching(module) if programs is None else programs
     if cuda:
         programs = [p for p in programs if not hides_gpus(p.facts)]
     strict = next(((p, o) for p in programs for o in p.facts.of(Kind.DET_MODE)), None)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import libcst as cst
+
 from torchrepro_lint.rules.context import describe
 from torchrepro_lint.project.known_apis import Kind
 from torchrepro_lint.project.programs import torch_randomness, trains
@@ -37,6 +39,9 @@ class MissingSeed(Rule):
         "A program that exports a model (ONNX, TorchScript, `torch.export`) and does not train: a "
         "tensor drawn only as the example input of `torch.jit.trace`/`torch.onnx.export` shapes no result.",
         "A program with no torch randomness, such as a NumPy-only data generator.",
+        "Modules built where their init draws nothing, on the meta device or under an empty-init "
+        "context (TRP105 lists them): what initialises them afterwards counts (a project's "
+        "`init_weights()` after `to_empty`), a checkpoint loaded into them does not.",
         "A library module: it is not a program. Its `__main__` block (a model file's smoke test) is "
         "reported only when it trains (builds an optimizer).",
         "A guard-less file that pytest collects (`test_*.py` or `*_test.py` with `test*` functions or "
@@ -55,6 +60,14 @@ class MissingSeed(Rule):
         "Seeding: `torch.manual_seed`, a known framework helper, a function named in `seed-functions`, "
         "or a project function that calls one of these. Hugging Face's trainers seed; "
         "`accelerate.Accelerator` does not.",
+        "Programs started by a command-line framework are followed into what it runs: the function (or "
+        "one of the list or dict of functions) given to `fire.Fire`, `typer.run`, `tyro.cli`, "
+        "`tyro.extras.subcommand_cli_from_dict`, `jsonargparse.CLI`/`auto_cli` or `absl.app.run`; a typer "
+        "app, click group or tyro `SubcommandApp` where it is called (`app()`, `cli.main()`, `app.cli()`) "
+        "or named by a console script: its callback, then one of its commands (`@app.command()`, "
+        "`@cli.command()`, `@cli.group()`, `cli.add_command(f)`, `app.add_typer(sub)`); a function "
+        "decorated with `@click.command()` or `@hydra.main(...)` where it is called. A command's "
+        "parameters come from the command line: none is taken at its default.",
     )
     decisions = (
         "A program that seeds only `random`/NumPy but not torch gets TRP101 (torch is what is missing), "
@@ -68,6 +81,14 @@ class MissingSeed(Rule):
         "NumPy and `random`.",
         "A program too large to follow to the end (the analysis stops at a step limit) is not "
         "reported: a seed in the part not followed might be missed.",
+        "Commands registered on a command-line app run only where the app is called or a console "
+        "script names it: a module that files commands and is only imported runs none of them. Only "
+        "registrations in the app's own module are seen (`@app.command()` on an `app` imported from "
+        "another module is not).",
+        "A console script naming an app object (`pkg.cli:app`, a typer app) is reported where the app "
+        "is built, without a fix: no one statement runs before every command (the message suggests the "
+        "app's callback). One naming a click group is fixed at the start of the group's function, "
+        "which click runs before any of its commands.",
     )
     options = (
         "`seed`: the seed the fix inserts (default 0).",
@@ -250,7 +271,7 @@ class Head(nn.Module):
                 continue
             others = [name for kind, name in ((Kind.SEED_RANDOM, "random"), (Kind.SEED_NUMPY, "NumPy")) if facts.has(kind)]
             seeded = f" (it seeds {' and '.join(others)}, not torch)" if others else ""
-            where = "at the top of the `__main__` block" if program.anchor_ref is not None else "after the imports"
+            where = _where(program)
             yield context.report(
                 self,
                 program.entry,
@@ -259,6 +280,17 @@ class Head(nn.Module):
                 f"weights, dropout and shuffling change every run; call `torch.manual_seed(seed)` {where}",
                 fix=_fix(program, context.config.seed),
             )
+
+
+def _where(program) -> str:
+    if program.anchor_ref is None:
+        return "after the imports"
+    if program.kind != "console-script":
+        return "at the top of the `__main__` block"
+    if isinstance(program.entry.nodes[program.anchor_ref], cst.FunctionDef):
+        return f"at the start of `{program.function}`"
+    # a command-line app object (extract/cli_apps.py): no one place runs before every command
+    return f"in the callback of `{program.function}` or at the start of each of its commands"
 
 
 def _fix(program, seed: int):

@@ -37,7 +37,16 @@ class LateSeed(Rule):
         "then follows the unseeded draw, as in accelerate's XLA data loaders.",
         "Constructing a DataLoader, a sampler or an optimizer before the seed: they draw nothing until used.",
         "A model whose weights are then loaded from a checkpoint, before the seed or after it on the "
-        "same path: the load makes its random init irrelevant.",
+        "same path: the load makes its random init irrelevant. Also a load in turns, which every "
+        "process makes (`for rank in range(fabric.world_size): if fabric.global_rank == rank: "
+        "model.load_state_dict(...)`: litgpt's sequential loading).",
+        "A model built where its init draws nothing: on the meta device (`with torch.device(\"meta\"):`, "
+        "also through a variable holding that device or its name; a layer or a random factory given "
+        "`device=\"meta\"`; `torch.nn.utils.skip_init`; accelerate's `init_empty_weights(include_buffers=True)`; "
+        "any context given `device=\"meta\"`: lit-llama's `EmptyInitOnDevice`), "
+        "or in a context that turns its init off (Lightning's `init_module(empty_init=True)`, accelerate's "
+        "`init_empty_weights()` / `init_on_device(meta)`, transformers' `no_init_weights()`), also in the "
+        "functions called inside the `with` block.",
         "A pretrained model whose checkpoint holds every weight: a generation head "
         "(`AutoModelForCausalLM`, `...MaskedLM`, `...Seq2SeqLM`, `...ConditionalGeneration`), the score "
         "head of a reward model (a checkpoint the code names `reward_...`), a pretrained VAE, UNet, text "
@@ -45,8 +54,11 @@ class LateSeed(Rule):
         "A PEFT adapter whose init draws nothing: `init_lora_weights` \"pissa\", \"olora\", \"corda\", "
         "\"mica\", \"loftq\" or \"eva\" (computed from the weights or from data), "
         "`low_cpu_mem_usage=True` (empty weights, loaded later), `PeftModel.from_pretrained` (loads the adapter).",
-        "A fresh adapter in a program that does not train (no optimizer, `backward` or trainer): LoRA's "
-        "B starts at zero, so until training the model computes what its base does.",
+        "A fresh adapter in a program that does not train (no optimizer, `backward` or Hugging Face "
+        "trainer): LoRA's B starts at zero, so until training the model computes what its base does.",
+        "`add_adapter(...)` where the code shows no PEFT config (AdapterHub's `add_adapter(\"name\", "
+        "config=\"seq_bn\")`, a project's own method, a config from a function): recognised by name, "
+        "it counts only with a config in view.",
     )
     where_reported = (
         "At the seeding call in the entry program, or at the call of the helper that seeds when "
@@ -61,16 +73,27 @@ class LateSeed(Rule):
         "`inject_adapter_in_model`, `PeftModel(...)`/`PeftModelFor...(...)` and `LoraModel` with a "
         "`LoraConfig` whose `init_lora_weights` is True (the default: kaiming A), \"gaussian\", False "
         "(`nn.Linear`'s own random A and B), \"orthogonal\", \"pissa_niter_<n>\" or \"lora_ga\" "
-        "(randomized SVD); an `AdaLoraConfig`; an `IA3Config(init_ia3_weights=False)`.",
+        "(randomized SVD); an `AdaLoraConfig`; an `IA3Config(init_ia3_weights=False)`; a `LoHaConfig` "
+        "or `LoKrConfig` (kaiming factors whatever `init_weights`); an `OFTConfig` or `BOFTConfig` "
+        "with `init_weights=False`; prompt learning: `PromptTuningConfig` unless `prompt_tuning_init` "
+        "is TEXT, `PrefixTuningConfig` unless `init_weights=\"zero\"` without `prefix_projection`, "
+        "`PromptEncoderConfig` (P-tuning). Configs spelled through `peft`, `peft.tuners` or their package.",
+        "`model.add_adapter(config)` with a PEFT config in view: transformers' and diffusers' "
+        "`add_adapter(adapter_config)` and PEFT's `PeftModel.add_adapter(name, config)` call "
+        "`inject_adapter_in_model`.",
         "Hugging Face's `Trainer` (and `Seq2SeqTrainer`, TRL's `SFTTrainer`, `DPOTrainer`, "
-        "`GRPOTrainer`, `RewardTrainer`, `KTOTrainer`, `RLOOTrainer`, which call its constructor) "
+        "`GRPOTrainer`, `RewardTrainer`, `KTOTrainer`, `RLOOTrainer`, the experimental ones (`CPOTrainer`, "
+        "`ORPOTrainer`, `BCOTrainer`, `OnlineDPOTrainer`, `NashMDTrainer`, `XPOTrainer`, `GKDTrainer`, "
+        "`GOLDTrainer`, `PRMTrainer`, `TPOTrainer`, `DistillationTrainer`, ...), which call its constructor; "
+        "imported from `trl`, `trl.trainer`, `trl.experimental.<method>` or their modules) "
         "seeds torch, NumPy and `random` with `args.seed` in its `__init__`: a model built before it "
         "was drawn unseeded. Reported at the trainer; the message suggests `set_seed` first or `model_init=`.",
         "A project's subclass of one of these trainers seeds the same way, at the point where its "
         "`__init__` reaches the base's (`super().__init__(...)`, `Trainer.__init__(self, ...)`) or "
         "when it has no `__init__`: what its `__init__` draws before is drawn unseeded. A subclass "
         "whose `__init__` never calls the base's does not seed.",
-        "TRL's `SFTTrainer`, `DPOTrainer`, `GRPOTrainer`, `KTOTrainer` and `RLOOTrainer` call "
+        "TRL's `SFTTrainer`, `DPOTrainer`, `GRPOTrainer`, `KTOTrainer`, `RLOOTrainer` and the experimental "
+        "trainers that take a `peft_config=` call "
         "`get_peft_model` on their `peft_config=` before Trainer's constructor seeds: without an "
         "earlier seed the adapter is drawn unseeded. Reported at the trainer; the message names the "
         "adapter and asks for `set_seed` before it (`model_init=` does not help: the adapter is added "
@@ -82,7 +105,25 @@ class LateSeed(Rule):
     )
     decisions = (
         "A load on one branch only does not save the other branch's run: that run keeps the "
-        "unseeded init and is reported.",
+        "unseeded init and is reported. Except a branch on the process's turn in a loop over the "
+        "processes (`for <v> in range(<a world size, a number of processes>):`, `if <a rank> == <v>:`): "
+        "every process takes its turn, so the load is on every path (its `else` runs in the other "
+        "turns, when there are any).",
+        "An empty-init context spares what its library turns off, as its source has it: Lightning's "
+        "`_EmptyInit` only the `torch.nn.init` functions that dispatch to `__torch_function__` "
+        "(uniform_, normal_, kaiming_uniform_: Linear, Conv, Embedding, the RNNs), so MultiheadAttention, "
+        "`trunc_normal_`, `xavier_*` and `m.weight.data.normal_()` still draw there; transformers' "
+        "`no_init_weights` every `torch.nn.init` function, not tensor methods; accelerate's whatever "
+        "fills a registered parameter. A value drawn before it becomes a parameter "
+        "(`nn.Parameter(torch.randn(n))`) and any other draw (`torch.rand`) count under all but the meta device.",
+        "Where `init_module(empty_init=True)` meets the FSDP or model-parallel strategy, Lightning builds "
+        "on the meta device and `setup` materialises the model with `reset_parameters()`, which draws: "
+        "that deferred init is not modelled (the strategy is seldom in view), and the build counts as "
+        "Lightning's `_EmptyInit`, the weaker of the two. DeepSpeed's ZeRO-3 ignores `empty_init` there "
+        "and is not told apart either. An `empty_init` decided at run time (`fabric.world_size > 1`) "
+        "spares only the paths where it holds. A project's own context manager that enters the meta "
+        "device (llm-foundry's copy of `init_empty_weights`) is not followed into, nor "
+        "`torch.set_default_device(\"meta\")`: their builds count as draws.",
         "A `LoraConfig` the code does not show (a parameter, a function's result, `**kwargs`) is "
         "taken to be LoRA's default. An `init_lora_weights=` taken from configuration (`args.init`) is "
         "the author's choice and not taken to draw (PEFT's own OLoRA and PiSSA examples do so, "
@@ -91,6 +132,13 @@ class LateSeed(Rule):
         "that names a seed: `if args.seed is not None: set_seed(args.seed)`, not taken), a later "
         "reseed for something else (sd-scripts' sample images, each from its prompt's seed) is not "
         "reported: that run chose to stay random.",
+        "A program that builds a Hugging Face trainer trains the adapters it was given, so a fresh "
+        "adapter drawn before any seed of such a program is reported though no optimizer or "
+        "`backward` of its own is in view (QLoRA's script adds LoRA in a loader, seeds, then builds a "
+        "`Seq2SeqTrainer`). A trainer built only to evaluate is rare and not told apart.",
+        "TRL's trainers are modelled as its current release has them: `RewardTrainer` seeds before it "
+        "adds the adapter (trl 0.15's drew it first); PPO (which seeds with `torch.manual_seed` itself) "
+        "is not modelled.",
         "Module-level code of an imported module inside `try:` under an environment condition "
         "(`if os.environ.get(\"LIB_TEST_DEVICE\"): try: torch.randn(3, device=...)`) is an "
         "import-time probe: neither a draw nor CUDA evidence.",
@@ -238,6 +286,19 @@ if __name__ == "__main__":
         ),
         Example(
             '''import torch
+import torch.nn as nn
+
+if __name__ == "__main__":
+    with torch.device("meta"):
+        model = nn.Linear(8, 8)
+    torch.manual_seed(0)
+    model.to_empty(device="cpu")
+    model.reset_parameters()
+''',
+            "A model built on the meta device draws nothing: its init runs after the seed",
+        ),
+        Example(
+            '''import torch
 from diffusers import AutoencoderKL
 
 if __name__ == "__main__":
@@ -273,8 +334,10 @@ if __name__ == "__main__":
         for program in context.programs:
             by_trainer = {o.anchor for o in program.facts.of(Kind.SEED_TORCH) if o.detail[:1] == (TRAINER_SEED,)}
             for (module, ref), consumed in program.facts.late_seeds.items():
-                if consumed.detail[:1] == ADAPTER and (module, ref) not in by_trainer and not program.facts.has(Kind.TRAINING):
-                    continue  # a fresh adapter matters to training only (programs.torch_randomness)
+                if consumed.detail[:1] == ADAPTER and not by_trainer and not program.facts.has(Kind.TRAINING):
+                    # A fresh adapter matters to training only (programs.torch_randomness); a
+                    # program that builds a Hugging Face trainer trains with it, wherever it seeds
+                    continue
                 if consumed.detail == ADAPTER_OF_TRAINER:
                     yield context.report(
                         self,

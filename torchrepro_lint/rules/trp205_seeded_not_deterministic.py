@@ -59,6 +59,12 @@ class SeededNotDeterministic(Rule):
         "`cfg.train.device` where the field is `train: TrainConfig = "
         "field(default_factory=TrainConfig)`, when the outer object is built in view. Built with "
         "`Config(**overrides)`, or returned by a function, an object's attributes are unknown.",
+        "CUDA evidence, devices chosen in the same module: a helper that returns a CUDA device "
+        "(or `torch.device(name)` of a parameter its caller or default gives as CUDA), also as a "
+        "dataclass `field(default_factory=helper)`; `args.device` after `args = "
+        'parser.parse_args()` where every matching `add_argument` defaults to `"cuda"`; '
+        "`cfg.device` of a parameter annotated with a project class, and `cfg.policy.device` of "
+        "a nested config field. A helper in another module is not followed.",
         "CUDA evidence, device-generic APIs: a kept or used "
         "`torch.accelerator.current_accelerator()`, `torch.accelerator.set_device_index` / "
         "`device_index`, `torch.accelerator.is_available()` where it picks a device, "

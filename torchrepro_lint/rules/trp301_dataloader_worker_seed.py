@@ -7,6 +7,7 @@ from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.dataflow.dict_views import dict_view, literal
 from torchrepro_lint.analysis.syntax import arg, int_value, is_none
 from torchrepro_lint.analysis.literals import is_false
+from torchrepro_lint.analysis.names import canonical
 from torchrepro_lint.findings import Severity
 from torchrepro_lint.project.programs import seeds_torch
 from torchrepro_lint.rules.base import Example, Rule, programs_for
@@ -72,6 +73,13 @@ class DataLoaderWorkerSeed(Rule):
         "`seed_everything(..., workers=True)`, or Fabric's `fabric.seed_everything(...)` (its "
         "`workers` defaults to True) and passes loaders through `fabric.setup_dataloaders`: "
         "Lightning then adds its own `worker_init_fn`.",
+        "A loader handed to `fabric.setup_dataloaders(...)` or to a Lightning Trainer's `fit`, "
+        "`validate`, `test` or `predict` (a `Trainer` built in view) after such a seed: as an "
+        "argument, through a variable of its function (`loader = fabric.setup_dataloaders(loader)`), "
+        "or returned by a function to a caller that hands it over. The seed counts earlier in the "
+        "hand-over's function, at its module's top level, or earlier in a function that calls it. "
+        "Lightning's `worker_init_fn` seeds each worker's `random`, NumPy and torch from the "
+        "process seed, the worker and the rank (`pl_worker_init_function`).",
     )
     where_reported = (
         "At the loader's construction: every matching call, reachable from a program or not.",
@@ -92,6 +100,14 @@ class DataLoaderWorkerSeed(Rule):
         "argument itself) is trusted to seed the workers.",
         "For a plain function nobody calls, the level is a warning and the message names both "
         "outcomes (random worker seeds in an unseeded program, shifted ones in a seeded one).",
+        "Lightning seeds only the loaders it is handed, and only when `PL_SEED_WORKERS` is 1 at "
+        "that moment (fabric/utilities/data.py `_auto_add_worker_init_fn`, called by Fabric's "
+        "`_setup_dataloader` and the Trainer's `_process_dataloader`). So `seed_everything(7)` "
+        "(the function's `workers` defaults to False, `lightning.fabric.seed_everything` too), "
+        "`workers=False`, a seed after the hand-over, or a loader the code iterates without "
+        "handing it over stays reported. `use_distributed_sampler=False` changes nothing: the "
+        "`worker_init_fn` is added whatever the sampler. A `fit` on a trainer the code does not "
+        "show to be Lightning's is not taken to be one.",
     )
     options = (
         "`seed`: the seed the fix gives the loader's generator (default 0).",
@@ -251,7 +267,7 @@ def make_loader(ds, seed):
             workers = self._hazardous_workers(data, view)
             if workers is None:
                 continue
-            if self._lightning_seeds_workers(context, module, call):
+            if self._lightning_seeds_workers(context, module, call) or _handed_to_seeding_lightning(context, module, call):
                 continue
             programs = programs_for(context, module, call)
             seeded = None if not programs else all(seeds_torch(p.facts) for p in programs)
@@ -357,6 +373,130 @@ def make_loader(ds, seed):
             f"{consequence}; pass `generator=` a seeded `torch.Generator()` and "
             f"`worker_init_fn=seed_worker`"
         )
+
+
+# Lightning gives a loader handed to it a worker_init_fn that seeds each worker, when the loader
+# has none and PL_SEED_WORKERS is 1 (fabric/utilities/data.py _auto_add_worker_init_fn), which
+# `seed_everything(..., workers=True)` sets (fabric/utilities/seed.py; Fabric's static method
+# defaults `workers` to True). It does so for the loaders given to `fabric.setup_dataloaders`
+# (fabric.py _setup_dataloader, after any distributed sampler is put in) and to a Lightning
+# Trainer's fit/validate/test/predict (pytorch/trainer/connectors/data_connector.py
+# _process_dataloader).
+TRAINER_RUNS = frozenset({"fit", "validate", "test", "predict"})
+LIGHTNING_TRAINER = "lightning.Trainer"
+
+
+def _handed_to_seeding_lightning(context, module, call: cst.Call) -> bool:
+    """A loader that reaches `fabric.setup_dataloaders(...)` or a Lightning Trainer's run after
+    a seed that turns worker seeding on: directly, through a variable of its function, or as
+    what a function returns to one of its callers (one level)."""
+    index = module.index
+    if any(_workers_seeded_before(context, module, handoff) for handoff in _handoffs(index, call)):
+        return True
+    function = index.enclosing(call, cst.FunctionDef)
+    if function is None or not _returns(index, function, call):
+        return False
+    path = ".".join(n.name.value for n in reversed([function, *_outer_defs(index, function)]))
+    names = {f"{module.name}.{path}"}
+    for other in context.project.modules.values():
+        local = {"@." + path} if other is module else set()
+        for site in other.index.calls_to(*names, *local):
+            if any(_workers_seeded_before(context, other, handoff) for handoff in _handoffs(other.index, site.node)):
+                return True
+    return False
+
+
+def _outer_defs(index, node: cst.CSTNode) -> list:
+    return [a for a in index.ancestors(node) if isinstance(a, (cst.FunctionDef, cst.ClassDef))]
+
+
+def _handoffs(index, value: cst.Call):
+    """The calls that hand Lightning the loader `value` builds, as an argument or through a
+    variable (`loader = fabric.setup_dataloaders(loader)` reads the loader it rebinds)."""
+    parent = next(index.ancestors(value), None)
+    if isinstance(parent, cst.Arg):
+        outer = next(index.ancestors(parent), None)
+        if isinstance(outer, cst.Call) and _is_handoff(index, outer):
+            yield outer
+        return
+    if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+        return
+    data, name, scope = flow(index), parent.targets[0].target.value, index.enclosing_scope(value)
+    for site in index.calls:
+        if site.scope is scope and _is_handoff(index, site.node):
+            if any(isinstance(a.value, cst.Name) and a.value.value == name and data.reaching_value(a.value) is value
+                   for a in site.node.args):
+                yield site.node
+
+
+def _is_handoff(index, call: cst.Call) -> bool:
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value == "setup_dataloaders":
+        return True  # Fabric's; its receiver is rarely in view (a parameter of a launched function)
+    if func.attr.value not in TRAINER_RUNS:
+        return False
+    receiver = func.value
+    if isinstance(receiver, cst.Name):
+        receiver = flow(index).reaching_value(receiver)
+    built = index.resolve(receiver.func, receiver) if isinstance(receiver, cst.Call) else None
+    if built is not None and built.endswith(".from_argparse_args"):  # Lightning 1.x's classmethod
+        built = canonical(built[: -len(".from_argparse_args")])
+    return built == LIGHTNING_TRAINER
+
+
+def _returns(index, function: cst.FunctionDef, value: cst.Call) -> bool:
+    """Whether `function` returns what `value` builds: `return DataLoader(...)`, or a variable bound to it."""
+    parent = next(index.ancestors(value), None)
+    if isinstance(parent, cst.Return):
+        return True
+    if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+        return False
+    name, data = parent.targets[0].target.value, flow(index)
+    return any(
+        isinstance(r.value, cst.Name) and r.value.value == name and index.enclosing(r, cst.FunctionDef) is function
+        and data.reaching_value(r.value) is value
+        for r in index.nodes_of(cst.Return)
+    )
+
+
+def _workers_seeded_before(context, module, handoff: cst.Call) -> bool:
+    """A seed that turns worker seeding on before `handoff`: earlier in its function (or at the
+    top level of its module), or earlier in a function that calls its function."""
+    index = module.index
+    function = index.enclosing(handoff, cst.FunctionDef)
+    if _seeds_workers_in(index, function, handoff) or (function is not None and _seeds_workers_in(index, None, None)):
+        return True
+    if function is None:
+        return False
+    path = ".".join(n.name.value for n in reversed([function, *_outer_defs(index, function)]))
+    for other in context.project.modules.values():
+        names = [f"{module.name}.{path}", *(["@." + path] if other is module else [])]
+        for site in other.index.calls_to(*names):
+            if _seeds_workers_in(other.index, other.index.enclosing(site.node, cst.FunctionDef), site.node):
+                return True
+    return False
+
+
+def _seeds_workers_in(index, function, before) -> bool:
+    """`seed_everything(..., workers=True)`, or Fabric's method without `workers=`, in `function`
+    (None: the module's top level) and before the node `before` (None: anywhere there)."""
+    positions = index.positions()
+    for site in index.calls:
+        func = site.node.func
+        name = site.qualname or (func.attr.value if isinstance(func, cst.Attribute) else "")
+        if name.rsplit(".", 1)[-1] != "seed_everything" or index.enclosing(site.node, cst.FunctionDef) is not function:
+            continue
+        if before is not None and positions[id(site.node)] > positions[id(before)]:
+            continue
+        workers = arg(site.node, 1, "workers")
+        if workers is None:
+            if site.qualname is None or site.qualname.endswith("Fabric.seed_everything"):
+                return True
+        elif isinstance(workers, cst.Name) and workers.value == "True":
+            return True
+    return False
 
 
 def _may_be_positive(data, expr: cst.BaseExpression, depth: int = 0) -> bool:

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow.classes import DATASET_BASES, DATASET_PREFIXES, derives_from
 from torchrepro_lint.analysis.dataflow.core import flow
-from torchrepro_lint.analysis.syntax import self_attribute, subtree
+from torchrepro_lint.analysis.syntax import arg, self_attribute, subtree
 from torchrepro_lint.rules.base import Example, Rule, last_names
 
 RNG_CONSTRUCTORS = {
@@ -20,6 +20,8 @@ WORKER_INFO = "torch.utils.data.get_worker_info"
 RESEEDING_METHODS = frozenset({"seed", "manual_seed", "set_state", "setstate", "__setstate__"})
 COMPOSERS = frozenset({"Compose", "RandomApply", "RandomChoice", "RandomOrder", "OneOf", "SomeOf"})
 TRANSFORM_KEYWORDS = frozenset({"transform", "transforms", "target_transform", "pre_transform", "augment", "augmentation"})
+# Loaders whose first argument (or `dataset=`) is the dataset each worker gets a copy of.
+LOADERS = ("torch.utils.data.DataLoader", "torchdata.stateful_dataloader.StatefulDataLoader")
 
 
 class DatasetHeldRng(Rule):
@@ -49,14 +51,24 @@ class DatasetHeldRng(Rule):
         "worker's dataset: `info.dataset.rng = ...`, `ds = info.dataset; ds.rng.seed(s)`.",
         "A generator drawn from only in `__init__` (the main process), or only compared "
         "(`if self.rng is None`).",
+        "A map-style dataset that draws only while preparing itself once (`if not self._ready: "
+        "self._prepare()`, or `if self.order is None: self.order = ...`, the method or block "
+        "setting the flag): each worker's copy prepares the same whole dataset, and item `i` is "
+        "the same in every worker, as in one process. An `IterableDataset` is still reported.",
+        "A generator received as a parameter (`self.rng = rng`): where it comes from is not followed.",
         "The same generator in a `Sampler`: samplers run in the main process.",
     )
     where_reported = (
         "At the `self.<rng> = ...` assignment in the class's own `__init__`, for "
         "`np.random.default_rng`, `np.random.RandomState`, `np.random.Generator`, "
-        "`random.Random`, `torch.Generator` (also with `.manual_seed(s)` chained).",
+        "`random.Random`, `torch.Generator` (also with `.manual_seed(s)` chained), also through "
+        "a local name (`rng = ...; self.rng = rng`), as one alternative of `a if c else b` or "
+        "`rng or default_rng(0)`, and in a method only `__init__` calls (`self._build()`, "
+        "transitively; a method called from anywhere else may be a reseed).",
         "Datasets: project classes deriving from `Dataset`, `IterableDataset` or `TensorDataset`, "
-        "a torchvision dataset, or PyTorch Geometric's `Dataset` / `InMemoryDataset`.",
+        "a torchvision dataset, or PyTorch Geometric's `Dataset` / `InMemoryDataset`, and any "
+        "class with `__getitem__` / `__iter__` whose instance the project passes to a "
+        "`DataLoader` (directly or through a name).",
         "Transforms: classes with `__call__` that derive from a torchvision or albumentations "
         "transform, or that the project passes to `Compose([...])` (or `RandomApply`, "
         "`RandomChoice`, `RandomOrder`, `OneOf`, `SomeOf`), as `transform=` (or `transforms=`, "
@@ -70,6 +82,10 @@ class DatasetHeldRng(Rule):
         "that reseeds only the global `random` / `np.random` (the reproducibility notes' "
         "`seed_worker`), and a dataset that calls `get_worker_info()` only to shard its data: "
         "every worker's copy of the object still starts in the same state.",
+        "Not reported: a dataset drawing from NumPy's global generator under a `worker_init_fn` "
+        "that seeds only torch. Since PyTorch 1.9 each worker seeds `random`, torch and "
+        "`np.random` itself, per worker, before `worker_init_fn` runs "
+        "(`torch/utils/data/_utils/worker.py`, `_worker_loop`).",
     )
     reference = (
         ("Randomness in multi-process data loading", "https://pytorch.org/docs/stable/data.html#randomness-in-multi-process-data-loading"),
@@ -278,7 +294,8 @@ class Fixed(Dataset):
             init = methods.get("__init__")
             if init is None or not any(m in methods for m in DRAWING_METHODS):
                 continue
-            held = self._held_generators(index, data, klass, init)
+            setup = self._setup_methods(context, module, data, klass, methods)
+            held = self._held_generators(index, data, klass, setup)
             if not held:
                 continue
             role = self._role(context, module, path, klass, methods)
@@ -286,9 +303,9 @@ class Fixed(Dataset):
                 continue
             drawing = self._drawing_methods(data, klass, methods)
             for attr, (statement, ctor) in held.items():
-                if not self._drawn(data, klass, attr, drawing):
+                if not self._drawn(data, klass, attr, drawing, methods):
                     continue
-                if self._reseeded(data, klass, attr, init) or self._reseeded_by_worker_init(context, attr):
+                if self._reseeded(data, klass, attr, setup) or self._reseeded_by_worker_init(context, attr):
                     continue
                 where = " / ".join(sorted(m.name.value for m in drawing if m.name.value in DRAWING_METHODS))
                 yield context.report(
@@ -305,12 +322,37 @@ class Fixed(Dataset):
         if derives_from(project, module, "@." + path, DATASET_BASES, DATASET_PREFIXES):
             return "dataset"
         if "__call__" not in methods:
-            return None
+            return "dataset" if self._passed_to_loader(context, module, path) else None
         if derives_from(project, module, "@." + path, frozenset(), TRANSFORM_PREFIXES):
             return "transform"
         if self._used_as_transform(context, module, path):
             return "transform"
-        return None
+        return "dataset" if self._passed_to_loader(context, module, path) else None
+
+    def _passed_to_loader(self, context, module, path: str) -> bool:
+        """An instance of the class is the dataset of a `DataLoader(...)` in the project
+        (directly, or through a name bound to it): a dataset without a `Dataset` base."""
+        project = context.project
+        name = path.rsplit(".", 1)[-1]
+        for other in project.modules_mentioning(name):
+            index = other.index
+            sites = index.calls_to(*LOADERS)
+            if not sites:
+                continue
+            data = flow(index)
+            for site in sites:
+                dataset = arg(site.node, 0, "dataset")
+                if isinstance(dataset, cst.Name):
+                    dataset = data.reaching_value(dataset)
+                if not isinstance(dataset, cst.Call) or not isinstance(dataset.func, (cst.Name, cst.Attribute)):
+                    continue
+                qualname = index.resolve(dataset.func, dataset)
+                if not qualname or not qualname.endswith(name):
+                    continue
+                symbol = project.resolve(qualname, other)
+                if symbol is not None and symbol.module is module and symbol.path == path:
+                    return True
+        return False
 
     def _used_as_transform(self, context, module, path: str) -> bool:
         project = context.project
@@ -327,17 +369,42 @@ class Fixed(Dataset):
         return False
 
     # -- generators held on self -------------------------------------------------------------------
-    def _held_generators(self, index, data, klass, init) -> dict[str, tuple[cst.CSTNode, str]]:
+    def _setup_methods(self, context, module, data, klass, methods) -> list[cst.FunctionDef]:
+        """`__init__` and the methods only it calls (`self._build()`, transitively): what runs
+        once, in the main process, before any worker copies the object. A method called from
+        anywhere else (a drawing method, another class, another module) is not one of them."""
+        setup = [methods["__init__"]]
+        names = {"__init__"}
+        changed = True
+        while changed:
+            changed = False
+            for name, method in methods.items():
+                if name in names or name in DRAWING_METHODS:
+                    continue
+                calls = data.self_attr_uses(klass, name)
+                if not calls or not all(any(data.inside(c, m) for m in setup) for c in calls):
+                    continue
+                if len(data.attribute_names.get(name, ())) != len(calls):
+                    continue  # `other.name` somewhere in this module
+                if any(m is not module for m in context.project.modules_mentioning(name)):
+                    continue
+                setup.append(method)
+                names.add(name)
+                changed = True
+        return setup
+
+    def _held_generators(self, index, data, klass, setup) -> dict[str, tuple[cst.CSTNode, str]]:
         held: dict[str, tuple[cst.CSTNode, str]] = {}
-        for node in subtree(init.body, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            if not isinstance(node, cst.Assign) or len(node.targets) != 1:
-                continue
-            attr = self_attribute(node.targets[0].target)
-            if attr is None:
-                continue
-            ctor = _rng_constructor(index, node.value)
-            if ctor is not None:
-                held[attr] = (node, ctor)
+        for method in setup:
+            for node in subtree(method.body, skip=(cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+                    continue
+                attr = self_attribute(node.targets[0].target)
+                if attr is None or attr in held:
+                    continue
+                ctor = _rng_constructor(index, data, node.value)
+                if ctor is not None:
+                    held[attr] = (node, ctor)
         return held
 
     def _drawing_methods(self, data, klass, methods) -> list[cst.FunctionDef]:
@@ -356,24 +423,43 @@ class Fixed(Dataset):
                         queue.append(attr)
         return list(seen.values())
 
-    def _drawn(self, data, klass, attr: str, drawing) -> bool:
+    def _drawn(self, data, klass, attr: str, drawing, methods) -> bool:
         for use in data.self_attr_uses(klass, attr):
             if not any(data.inside(use, method) for method in drawing):
                 continue
             parent = data.parents.get(use)
             if isinstance(parent, cst.Comparison):
                 continue  # `if self.rng is None`
+            if "__iter__" not in methods and self._prepared_once(data, klass, use, drawing):
+                continue
             return True
         return False
 
-    def _reseeded(self, data, klass, attr: str, init) -> bool:
-        """Assigned or reseeded outside __init__: a lazy per-worker creation or a reseed hook."""
+    def _prepared_once(self, data, klass, use, drawing) -> bool:
+        """A map-style dataset draws only while preparing itself once (`if not self._ready:
+        self._prepare()` with `_prepare` setting the flag): every worker's copy prepares the same
+        whole dataset, as one process would, and `__getitem__(i)` returns the same item in each."""
+        method = data.index.enclosing(use, cst.FunctionDef)
+        if method is None:
+            return False
+        if _under_once_guard(data, klass, use, method):
+            return True
+        if method.name.value in DRAWING_METHODS:
+            return False
+        calls = [c for c in data.self_attr_uses(klass, method.name.value) if any(data.inside(c, m) for m in drawing)]
+        return bool(calls) and all(_under_once_guard(data, klass, c, method) for c in calls)
+
+    def _reseeded(self, data, klass, attr: str, setup) -> bool:
+        """Assigned or reseeded outside __init__ (and the methods only it calls): a lazy
+        per-worker creation or a reseed hook."""
         for store in data.self_attr_stores(klass, attr):
-            if not data.inside(store, init):
+            if not any(data.inside(store, m) for m in setup):
                 return True
         for use in data.self_attr_uses(klass, attr):
             parent = data.parents.get(use)
-            if isinstance(parent, cst.Attribute) and parent.attr.value in RESEEDING_METHODS and not data.inside(use, init):
+            if isinstance(parent, cst.Attribute) and parent.attr.value in RESEEDING_METHODS and not any(
+                data.inside(use, m) for m in setup
+            ):
                 return True
             if isinstance(parent, cst.Attribute) and parent.attr.value in ("bit_generator", "state") and data._is_store(parent):
                 return True
@@ -396,6 +482,29 @@ class Fixed(Dataset):
                 if _replaced_or_reseeded(data, node) and _from_worker_dataset(data, node.value):
                     return True
         return False
+
+
+def _under_once_guard(data, klass, node, method) -> bool:
+    """`node` runs under `if not self.x:` / `if self.x is None:` where that block or `method`
+    sets `self.x`: once per object."""
+    for ancestor in data.index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if not isinstance(ancestor, cst.If) or not data.inside(node, ancestor.body):
+            continue
+        test = ancestor.test
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            flag = self_attribute(test.expression)
+        elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Is):
+            comparator = test.comparisons[0].comparator
+            flag = self_attribute(test.left) if isinstance(comparator, cst.Name) and comparator.value == "None" else None
+        else:
+            flag = None
+        if flag is not None and any(
+            data.inside(store, ancestor.body) or data.inside(store, method) for store in data.self_attr_stores(klass, flag)
+        ):
+            return True
+    return False
 
 
 def _replaced_or_reseeded(data, node: cst.Attribute) -> bool:
@@ -423,13 +532,24 @@ def _from_worker_dataset(data, expr: cst.BaseExpression, depth: int = 0) -> bool
     return False
 
 
-def _rng_constructor(index, value: cst.BaseExpression) -> str | None:
-    """`np.random.default_rng(...)`, `torch.Generator().manual_seed(s)`, ... -> display name."""
+def _rng_constructor(index, data, value: cst.BaseExpression, depth: int = 0) -> str | None:
+    """`np.random.default_rng(...)`, `torch.Generator().manual_seed(s)`, ... -> display name;
+    also through a local name (`rng = ...; self.rng = rng`) and as one alternative of `x if c
+    else y` / `rng or default_rng(0)`: the object held whenever that alternative is taken."""
+    if depth > 4:
+        return None
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "manual_seed":
         value = value.func.value
     if isinstance(value, cst.Call):
         qualname = index.resolve(value.func, value) if isinstance(value.func, (cst.Name, cst.Attribute)) else None
         return RNG_CONSTRUCTORS.get(qualname or "")
+    if isinstance(value, cst.IfExp):
+        return _rng_constructor(index, data, value.body, depth + 1) or _rng_constructor(index, data, value.orelse, depth + 1)
+    if isinstance(value, cst.BooleanOperation) and isinstance(value.operator, cst.Or):
+        return _rng_constructor(index, data, value.right, depth + 1)
+    if isinstance(value, cst.Name):
+        bound = data.reaching_value(value)
+        return _rng_constructor(index, data, bound, depth + 1) if bound is not None else None
     return None
 
 

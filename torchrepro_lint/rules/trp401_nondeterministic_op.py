@@ -3,6 +3,8 @@ from __future__ import annotations
 from torchrepro_lint.analysis.branch_gates import runs_only_in_deterministic_mode
 from torchrepro_lint.rules._ops import (
     EVIDENCE_DECISIONS,
+    assumed_note,
+    assumed_programs,
     EVIDENCE_WHERE,
     GRAD_DECISIONS,
     GRAD_NOT_REPORTED,
@@ -168,6 +170,23 @@ class Encoder3d(nn.Module):
             "torch 2.13: MaxPool3d(return_indices=True) has a deterministic path (TRP402 before 2.12)",
             {"torch-version": "2.13"},
         ),
+        Example(
+            {
+                "graph.py": '''def aggregate(messages, index, out):
+    out.index_add_(0, index, messages)  # <-- TRP401
+    return out
+''',
+                "train.py": '''import torch
+from graph import aggregate
+
+if __name__ == "__main__":
+    messages = torch.randn(6, 4, device="cuda")
+    index = torch.tensor([0, 1, 1, 2, 2, 2], device="cuda")
+    print(aggregate(messages, index, torch.zeros(3, 4, device="cuda")))
+''',
+            },
+            "A receiver of unknown type: only tensors have `index_add_`, and the program runs on CUDA",
+        ),
     )
     traps = (
         Example(
@@ -258,6 +277,23 @@ class Encoder3d(nn.Module):
             "torch 2.9: no deterministic path for MaxPool3d yet (TRP402 reports it instead)",
             {"torch-version": "2.9"},
         ),
+        Example(
+            {
+                "graph.py": '''def aggregate(messages, index, out):
+    out.index_add_(0, index, messages)
+    return out
+''',
+                "histogram.py": '''import torch
+from graph import aggregate
+
+if __name__ == "__main__":
+    values = torch.rand(100)
+    bins = (values * 10).long()
+    print(aggregate(values, bins, torch.zeros(10)))
+''',
+            },
+            "A receiver of unknown type that only a CPU program runs",
+        ),
     )
 
     def check_module(self, module, context):
@@ -268,6 +304,8 @@ class Encoder3d(nn.Module):
         raising = raising_calls(module, context)
         for match in found:
             status = statuses[match.entry.device == "cuda"]
+            if match.assumed:  # judged by the programs that run it on CUDA
+                status = det_mode_status(module, context, True, assumed_programs(module, context, match))
             if status.always_on or status.cpu_only or id(match.site.node) in raising:
                 continue
             if runs_only_in_deterministic_mode(module.index, match.site.node):
@@ -276,7 +314,7 @@ class Encoder3d(nn.Module):
                 self,
                 module,
                 match.site.node,
-                f"`{match.shown}` is nondeterministic ({why(match.entry)}) and {programs_phrase(status)}; "
+                f"`{match.shown}`{assumed_note(match)} is nondeterministic ({why(match.entry)}) and {programs_phrase(status)}; "
                 f"call `torch.use_deterministic_algorithms(True)` so it uses its deterministic "
                 f"implementation [catalogue: {match.ids}]",
             )

@@ -10,6 +10,8 @@ from torchrepro_lint.rules._ops import (
     GRAD_DECISIONS,
     GRAD_NOT_REPORTED,
     advice,
+    assumed_note,
+    assumed_programs,
     det_mode_status,
     matches,
     where,
@@ -264,6 +266,8 @@ def top3(scores: torch.Tensor):
         for match in found:
             entry = match.entry
             status = statuses[entry.device == "cuda"]
+            if match.assumed:  # judged by the programs that run it on CUDA
+                status = det_mode_status(module, context, True, assumed_programs(module, context, match))
             if status.cpu_only:
                 continue  # only programs that hide the GPUs run it: no CUDA kernel does
             backward = entry.phases == ("backward",)
@@ -274,7 +278,7 @@ def top3(scores: torch.Tensor):
             todo = advice(match, version)
             silent_cudnn = (entry.id == "grid_sampler_backward" and version < CUDNN_GRID_SAMPLER_RAISES_FROM
                             and isinstance(match.site.node, cst.Call) and _takes_cudnn_sampler(match.site.node))
-            head = f"`{match.shown}`" + (f" ({match.evidence})" if match.evidence else "") + f" has {impl}"
+            head = f"`{match.shown}`" + (f" ({match.evidence})" if match.evidence else "") + assumed_note(match) + f" has {impl}"
             raises = "raises RuntimeError" + (" in the backward pass" if backward else "")
             tail = f" [catalogue: {match.ids}]"
             if status.strict is not None and silent_cudnn:

@@ -38,14 +38,25 @@ class HashOrder(Rule):
         "Also strings: the cells of a `csv.reader` row, the values of a `csv.DictReader` row, and a "
         "`Counter`'s keys (iterated, `.keys()`, the first of `.most_common()` / `.items()` pairs) "
         "when it counts strings. Elements are followed through variables, loop variables and lists "
-        "filled by `.append` / `.extend`.",
+        "filled by `.append` / `.extend` / `+=`.",
+        "Text read from outside: a text-mode file's `.read()` / `.readline()` and `path.read_text()` "
+        "(a string; its characters when iterated: `list(set(open(p).read()))`), the lines of a file "
+        "bound by `with open(p) as f`, the keys of a `json.load` / `json.loads` document "
+        "(`.keys()`, the first of `.items()` pairs, at any depth: JSON object keys are strings), "
+        "`re.findall` / `re.split`, and `map(str, ...)`, `map(str.strip, ...)` or a lambda making "
+        "strings. `set().union(*[l.split() for l in f])` and `itertools.chain.from_iterable(...)` "
+        "hold what the inner lists hold; a set a nested callback fills (`def add(example): "
+        "vocab.update(example[\"text\"].split())` handed to `dataset.map`) holds what it adds.",
         "Order-sensitive uses: `list` / `tuple` / a list comprehension whose result is then used or "
         "escapes, indexing, `enumerate`, `zip`, `next()`, `.pop()`, a first-match loop, "
         "accumulating in a loop, index maps built in iteration order.",
     )
     not_reported = (
         "`sorted(set(x))`, `len`, `in`, `sum` / `min` / `max`, set algebra (also `|=`, `-=`).",
-        "Sets of ints, floats or tuples of them: they iterate in a fixed order.",
+        "Sets of ints, floats or tuples of them: they iterate in a fixed order. Iterating the bytes "
+        "of a file opened `\"rb\"` yields ints; a file whose mode is not a literal is unknown.",
+        "The values of a JSON document, and a document iterated directly (a list's items, which "
+        "may be numbers): unknown.",
         "Sets of parameters or modules: TRP603 reports them.",
         "Loops with order-free bodies; a list started afresh on each turn (`lines = []`) and not "
         "read after the loop holds only that turn's items.",
@@ -64,6 +75,8 @@ class HashOrder(Rule):
     )
     decisions = (
         "Sets of unknown elements are left alone, though some hold strings: precision before recall.",
+        "A list rebound from the set it copies (`words = list(words)`) is followed as a new "
+        "binding: its uses decide, as those of `itos = list(words)` would.",
     )
     reference = (
         ("PYTHONHASHSEED", "https://docs.python.org/3/using/cmdline.html#envvar-PYTHONHASHSEED"),
@@ -126,6 +139,14 @@ def class_indices(path):
     return {c: i for i, c in enumerate(set(labels))}  # <-- TRP602
 ''',
             "Class indices from the labels of a CSV file",
+        ),
+        Example(
+            '''def char_vocab(path):
+    text = open(path, "r").read()
+    chars = list(set(text))  # <-- TRP602
+    return {c: i for i, c in enumerate(chars)}
+''',
+            "A character vocabulary from a text file",
         ),
     )
     traps = (
@@ -193,6 +214,14 @@ def select(columns: list[str], wanted: list[str]):
     return [c for c in columns if c in wanted]
 ''',
             "A list of a set shown only in an error or a log message",
+        ),
+        Example(
+            '''def byte_alphabet(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return list(set(data))
+''',
+            "The bytes of a binary file iterate as ints",
         ),
         Example(
             '''import torch

@@ -8,7 +8,8 @@
   `derives_from(...)`, whether a class derives from known bases through project classes.
 - `order_flow`: `OrderFlow`, where the order of an order-unstable collection goes next (and
   `loop_order`, what a loop does with it).
-- `elements`: `Elements`, what kind of elements a collection holds (strings, parameters).
+- `elements`: `Elements`, what kind of elements a collection holds (strings, parameters), and
+  `text_sources`, the strings that reading a text file or a JSON document yields.
 - `hash_order`: the sets of such elements whose iteration order is used (TRP602, TRP603).
 
 Everything answers from what is written in the module (`derives_from` also reads the project's

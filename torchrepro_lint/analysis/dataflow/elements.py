@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.dataflow.order_flow import SET_METHODS
+from torchrepro_lint.analysis.dataflow.text_sources import json_document, opened_file, reads_text
 from torchrepro_lint.analysis.module_index import ModuleIndex
 from torchrepro_lint.analysis.names import dotted
 from torchrepro_lint.analysis.syntax import arg, assign_targets, method_name, self_attribute, string_value
@@ -32,6 +33,8 @@ _PASSING = frozenset(
     "itertools.chain builtins.iter".split()
 )
 _COUNTERS = frozenset({"collections.Counter", "typing.Counter"})
+_REGEX_STRINGS = frozenset({"re.findall", "re.split"})  # lists of str (tuples of str with groups)
+_FLATTENING = frozenset({"itertools.chain.from_iterable"})
 _CSV_READERS = frozenset({"csv.reader", "csv.DictReader"})
 _CONTAINER_ANNOTATIONS = frozenset(
     "list List set Set frozenset FrozenSet Sequence Iterable Collection tuple Tuple Iterator".split()
@@ -59,6 +62,8 @@ class Elements:
 
     def _q(self, call: cst.Call) -> str | None:
         return self.index.resolve(call.func, call) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+
+    qualname = _q
 
     # -- sets ---------------------------------------------------------------------------------
     def is_set(self, expr: cst.BaseExpression) -> bool:
@@ -89,7 +94,7 @@ class Elements:
         elif isinstance(expr, cst.Call):
             method = method_name(expr)
             if method in SET_METHODS:
-                kinds = [self.of_set(expr.func.value)] + [self.iterable(a.value) for a in expr.args]
+                kinds = [self.of_set(expr.func.value)] + [self._argument_items(a) for a in expr.args]
             else:
                 kinds = [self.iterable(a.value) for a in expr.args if not a.keyword]
                 kinds += self._later_additions(expr)
@@ -109,7 +114,8 @@ class Elements:
         kinds: list[str | None] = []
         for target in targets:
             if isinstance(target, cst.Name):
-                uses = self.flow.name_uses(target.value, self.flow.owner(parent))
+                owner = self.flow.owner(parent)
+                uses = self.flow.name_uses(target.value, owner) + self._closure_uses(target.value, owner)
             elif self_attribute(target) is not None and self.flow.enclosing_class(parent) is not None:
                 uses = self.flow.self_attr_uses(self.flow.enclosing_class(parent), self_attribute(target))
             else:
@@ -127,6 +133,21 @@ class Elements:
                 elif isinstance(holder, cst.AugAssign) and holder.target is use:
                     kinds.append(self.iterable(holder.value))
         return kinds
+
+    def _closure_uses(self, name: str, owner) -> list[cst.Name]:
+        """Reads of `name` in functions nested in `owner` that do not bind it themselves: a
+        callback that fills the collection (`def add(example): vocab.update(...)`)."""
+        flow = self.flow
+        if not flow.used_in_nested(name, owner):
+            return []
+        out = []
+        for node in flow.names_called(name):
+            inner = flow.owner(node)
+            if inner is owner or not flow.inside(inner, owner) or not flow.is_load(node):
+                continue
+            if not flow.bindings(name, inner):
+                out.append(node)
+        return out
 
     # -- iterables and their elements ---------------------------------------------------------
     def iterable(self, expr: cst.BaseExpression | None) -> str | None:
@@ -152,7 +173,7 @@ class Elements:
             if method in _SPLITTING:
                 return STR
             if method == "keys" and not expr.args:  # a Counter's (or dict's) keys
-                return self.iterable(expr.func.value)
+                return STR if json_document(self, expr.func.value) else self.iterable(expr.func.value)
             qualname = self._q(expr)
             if qualname in _STR_ITERABLES:
                 return STR
@@ -162,14 +183,20 @@ class Elements:
             if qualname == "builtins.next" and expr.args and self._csv_rows(expr.args[0].value):
                 return STR  # a csv header row
             if qualname in _PASSING:
-                return combine_kinds([self.iterable(a.value) for a in expr.args if not a.keyword])
+                return combine_kinds([self._argument_items(a) for a in expr.args if not a.keyword])
+            if qualname in _FLATTENING and expr.args:
+                return self._flattened(expr.args[0].value)
+            if qualname in _REGEX_STRINGS:
+                return STR
+            if qualname == "builtins.map" and len(expr.args) >= 2:
+                return self._mapped(expr.args[0].value)
             if qualname == "builtins.filter" and len(expr.args) == 2:
                 return self.iterable(expr.args[1].value)
             if _str_dtype(self.index, expr):
                 return STR
             if self.is_set(expr):
                 return self.of_set(expr)
-            return None
+            return STR if self._element(expr) == STR else None  # a string yields its characters
         if isinstance(expr, cst.Subscript):
             return self.iterable(expr.value) if not _str_dtype_name(self, expr.value) else STR
         if isinstance(expr, cst.BinaryOperation):
@@ -187,9 +214,52 @@ class Elements:
                 return self._loop_element(expr, loop)
             value = self.flow.reaching_value(expr)
             if value is None:
+                if opened_file(self, expr) is not None:
+                    return STR  # the lines of a file (str, or bytes: salted the same way)
+                accumulated = self._accumulated(expr)
+                if accumulated is not None:
+                    return self.iterable(accumulated)
                 return self._unpacked(expr, as_element=False)
             return self.iterable(value)
         return None
+
+    def _argument_items(self, argument: cst.Arg) -> str | None:
+        """What iterating a positional argument yields; for `*xs`, what each of `xs` yields."""
+        return self._flattened(argument.value) if argument.star == "*" else self.iterable(argument.value)
+
+    def _flattened(self, expr: cst.BaseExpression) -> str | None:
+        """What the iterables inside `expr` yield: `[line.split() for line in f]` -> STR."""
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            return self.iterable(expr.elt)
+        if isinstance(expr, (cst.List, cst.Tuple)):
+            return combine_kinds([self.iterable(e.value) for e in expr.elements if isinstance(e, cst.Element)])
+        return None
+
+    def _mapped(self, function: cst.BaseExpression) -> str | None:
+        """What `map(function, xs)` yields when `function` makes strings: `str`, `str.strip`,
+        `lambda line: line.strip()`."""
+        if isinstance(function, cst.Lambda):
+            return self.element(function.body)
+        if isinstance(function, cst.Name) and self.index.resolve(function, function) == "builtins.str":
+            return STR
+        if isinstance(function, cst.Attribute) and isinstance(function.value, cst.Name):
+            if self.index.resolve(function.value, function) == "builtins.str" and function.attr.value in _STR_METHODS:
+                return STR  # (not `str.split`: lists)
+        return None
+
+    def _accumulated(self, name: cst.Name) -> cst.BaseExpression | None:
+        """`tokens = []` then `tokens += line.split()`: the display a name started from when
+        only `+=` rebinds it after (what `+=` adds, `_later_additions` collects)."""
+        here = self.flow.pos(name)
+        start = None
+        for statement, value in self.flow.bindings(name.value, self.flow.owner(name)):
+            if self.flow.pos(statement) >= here or self.flow.inside(name, statement):
+                break
+            if not isinstance(statement, cst.AugAssign):
+                start = value if isinstance(value, (cst.List, cst.ListComp)) else None
+            elif not isinstance(statement.operator, cst.AddAssign):
+                start = None
+        return start
 
     def _csv_rows(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether iterating `expr` yields csv rows (lists or dicts of strings)."""
@@ -278,7 +348,7 @@ class Elements:
             method = method_name(expr)
             if method in _STR_METHODS:
                 return STR
-            if self._q(expr) in _STR_PATH_FUNCS:
+            if self._q(expr) in _STR_PATH_FUNCS or reads_text(self, expr):
                 return STR
             return None
         if isinstance(expr, cst.Subscript):
@@ -337,6 +407,8 @@ class Elements:
             if method in MODULE_ITERATORS and method.startswith("named_"):
                 return STR if position == 0 else PARAM
             if method in ("most_common", "items") and position == 0 and len(target.elements) == 2:
+                if method == "items" and json_document(self, source.func.value):
+                    return STR  # the keys of a JSON object
                 return self.iterable(source.func.value)  # `for word, n in counts.most_common()`
             qualname = self._q(source)
             if qualname == "builtins.enumerate" and position == 1 and source.args:

@@ -400,7 +400,9 @@ class OrderFlow(LoopOrder):
         attr = self_attribute(target)
         if isinstance(target, cst.Name):
             owner = self.flow.owner(statement)
-            key = ("name", id(owner), target.value)
+            # Per binding: `words = list(words)` rebinds the name from itself, and what the new
+            # binding's uses do with the order still counts (a cycle needs the same statement).
+            key = ("name", id(owner), target.value, id(statement))
             if key in self._active:
                 return self._end(state, SAFE, target)
             self._active.add(key)

@@ -3,9 +3,14 @@
 A call is an API of the catalogue through its resolved callee (``F.interpolate``,
 ``nn.Upsample``; ``torch.nn.modules.upsampling.Upsample`` is read as ``torch.nn.Upsample``), or
 as a ``torch.Tensor`` method on a receiver that ``receivers.is_tensor`` shows to be a tensor
-(never a NumPy array, never an unknown object). A module's input and target are the arguments of
-the calls of the instance that this module shows (``self.loss(out, y)`` for
-``self.loss = nn.CrossEntropyLoss()``).
+(never a NumPy array, never an unknown object). A method that only tensors have
+(``receivers.TENSOR_ONLY_METHODS``: ``index_add_``, ``scatter_add_``, ``put_``, ...) on a receiver
+whose type the module does not show at all (``receivers.is_untyped``: a parameter, an attribute)
+in a module that imports no look-alike library (paddle, ...) is the tensor method too, marked
+``assumed``: the rules report it only where a program that runs it uses CUDA. A project name that
+stands for a catalogue API (``interpolate = F.interpolate``, imported) is that API. A module's
+input and target are the arguments of the calls of the instance that this module shows
+(``self.loss(out, y)`` for ``self.loss = nn.CrossEntropyLoss()``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import flow
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.op_matching.values import ABSENT, UNKNOWN, argument
-from torchrepro_lint.analysis.receivers import is_ndarray, is_tensor
+from torchrepro_lint.analysis.receivers import TENSOR_ONLY_METHODS, imports_no_lookalike, is_ndarray, is_tensor, is_untyped
 from torchrepro_lint.analysis.syntax import self_attribute
 from torchrepro_lint.catalog import ApiRecord, OpEntry
 
@@ -33,6 +38,7 @@ class ApiCall:
     form: str
     receiver: cst.BaseExpression | None = None
     index: ModuleIndex | None = field(default=None, repr=False)  # module form: where its instance is used
+    assumed: bool = False  # a tensor-only method on a receiver of unknown type (see above)
     _instance_calls: list[cst.Call] | None = field(default=None, repr=False)
 
     @property
@@ -62,12 +68,15 @@ class ApiCall:
 
 
 def as_api(
-    site: CallSite, index: ModuleIndex, ops: dict[str, list[tuple[OpEntry, ApiRecord]]], methods: set[str]
+    site: CallSite, index: ModuleIndex, ops: dict[str, list[tuple[OpEntry, ApiRecord]]], methods: set[str], external=None
 ) -> ApiCall | None:
     """The call as one of the APIs in `ops` (the catalogue's records by API name; `methods`: the
-    tensor methods among them), or None."""
+    tensor methods among them), or None. `external(qualname)`: the name outside the project that
+    a project name stands for (`interpolate = F.interpolate` in another module), if any."""
     q = _canonical_api(site.qualname)
     if q is not None:
+        if q not in ops and external is not None:
+            q = _canonical_api(external(q)) or q
         if q in ops and not q.startswith(TENSOR_METHOD):
             form = ops[q][0][1].kind
             return ApiCall(site, q, form, index=index if form == "module" else None)
@@ -77,6 +86,8 @@ def as_api(
         receiver = func.value
         if is_tensor(receiver, index, site.node) and not is_ndarray(receiver, index, site.node):
             return ApiCall(site, TENSOR_METHOD + func.attr.value, "method", receiver)
+        if func.attr.value in TENSOR_ONLY_METHODS and imports_no_lookalike(index) and is_untyped(receiver, index):
+            return ApiCall(site, TENSOR_METHOD + func.attr.value, "method", receiver, assumed=True)
     return None
 
 

@@ -22,6 +22,7 @@ import libcst as cst
 from torchrepro_lint.analysis.dataflow.core import flow, named
 from torchrepro_lint.analysis.literals import MISSING, literal_value
 from torchrepro_lint.analysis.module_index import ModuleIndex
+from torchrepro_lint.analysis.op_matching.gradients import defined_at_module_level
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,35 @@ def _parameter_test(index: ModuleIndex, test: cst.BaseExpression) -> Branch | No
         return None
     if not values or not isinstance(name, cst.Name):
         return None
+    parameter = parameter_of(index, name)
+    if parameter is None:
+        return None
+    return Branch(parameter.function, parameter.name, parameter.position, parameter.default, values)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A parameter of a module-level function (a version-gated def included), as its callers
+    in the project give it."""
+
+    function: str
+    name: str
+    position: int | None  # None: keyword-only
+    default: tuple  # (the default's literal value,), () when it has none or it is not a literal
+
+
+def parameter_of(index: ModuleIndex, name: cst.Name) -> Parameter | None:
+    """The parameter `name` reads, when it is one of a module-level function that never rebinds it."""
     param = flow(index).parameter(name)
     function = index.parents.get(index.parents.get(param)) if param is not None else None
-    if not isinstance(function, cst.FunctionDef) or not isinstance(index.parents.get(function), cst.Module):
+    if not isinstance(function, cst.FunctionDef) or not defined_at_module_level(index, function):
         return None  # (a parameter's parents: Parameters, then its function)
     positional = [*function.params.posonly_params, *function.params.params]
     position = next((i for i, p in enumerate(positional) if p is param), None)
+    if position is None and param not in function.params.kwonly_params:
+        return None  # *args, **kwargs
     default = literal_value(param.default, MISSING) if param.default is not None else MISSING
-    return Branch(function.name.value, name.value, position, () if default is MISSING else (default,), values)
+    return Parameter(function.name.value, name.value, position, () if default is MISSING else (default,))
 
 
 def arguments_of_calls(index: ModuleIndex, name: str) -> tuple:
@@ -92,7 +114,7 @@ def arguments_of_calls(index: ModuleIndex, name: str) -> tuple:
             if arg.star:
                 open_ended = True
                 continue
-            value = literal_value(arg.value, MISSING)
+            value = _literal_or_tuple(arg.value)
             spelled = () if value is MISSING else (value,)
             if arg.keyword is None:
                 positional.append(spelled)
@@ -102,18 +124,34 @@ def arguments_of_calls(index: ModuleIndex, name: str) -> tuple:
     return tuple(out)
 
 
+def _literal_or_tuple(expr: cst.BaseExpression):
+    """A literal, or a tuple / list display of literals as a tuple (`(7, 7)`: an output size)."""
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        items = tuple(literal_value(e.value, MISSING) if isinstance(e, cst.Element) else MISSING for e in expr.elements)
+        return MISSING if MISSING in items else items
+    return literal_value(expr, MISSING)
+
+
 def selected(branch: Branch, calls) -> bool:
     """Whether one of the calls (arguments_of_calls records of the function) shows the branch
     taken: a literal among its values for the parameter, or the argument left out where the
     default is one."""
+    return any(value in branch.values for value in passed(branch, calls))
+
+
+def passed(parameter: Parameter | Branch, calls) -> set:
+    """The literal values the calls (arguments_of_calls records of the function) give the
+    parameter, its default where a call leaves it out; a call whose argument is not a literal,
+    or that `*args` / `**kwargs` may give it, adds nothing."""
+    out = set()
     for _, positional, keywords, open_ended in calls:
-        given = dict(keywords).get(branch.name)
-        if given is None and branch.position is not None and branch.position < len(positional):
-            given = positional[branch.position]
+        given = dict(keywords).get(parameter.name)
+        if given is None and parameter.position is not None and parameter.position < len(positional):
+            given = positional[parameter.position]
         if given is None:
             if open_ended:
                 continue  # *args / **kwargs may pass it: unknown
-            given = branch.default
-        if given and given[0] in branch.values:
-            return True
-    return False
+            given = parameter.default
+        if given:
+            out.add(given[0])
+    return out

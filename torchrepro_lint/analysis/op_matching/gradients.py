@@ -68,9 +68,24 @@ def module_level_function(index: ModuleIndex, node: cst.CSTNode) -> cst.Function
             function = ancestor
         elif isinstance(ancestor, cst.ClassDef):
             return None
-    if function is not None and isinstance(index.parents.get(function), cst.Module):
+    if function is not None and defined_at_module_level(index, function):
         return function
     return None
+
+
+# What may stand between a module and a function defined at its top level: a version or
+# platform test (`if TORCH_VERSION >= (1, 8): def op(...) ... else: def op(...)`), a `try`.
+_MODULE_LEVEL_BLOCKS = (cst.If, cst.Else, cst.IndentedBlock, cst.Try, cst.ExceptHandler, cst.Finally)
+
+
+def defined_at_module_level(index: ModuleIndex, function: cst.FunctionDef) -> bool:
+    """The def runs at the module's top level, directly or under an `if` / `try` there."""
+    for ancestor in index.ancestors(function):
+        if isinstance(ancestor, cst.Module):
+            return True
+        if not isinstance(ancestor, _MODULE_LEVEL_BLOCKS):
+            return False
+    return False
 
 
 class GradContext:

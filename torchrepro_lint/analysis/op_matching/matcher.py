@@ -6,14 +6,18 @@ records. A call matches an ``[ops.<id>]`` entry through one of its API records w
 condition of the entry and of the record is *known* to hold here:
 
 - the callee (``calls``): a resolved function or module name (``F.interpolate``,
-  ``nn.Upsample``, ``torch.bincount``), or a ``torch.Tensor`` method on a receiver that
-  ``receivers.is_tensor`` shows to be a tensor (never a NumPy array, never an unknown object);
+  ``nn.Upsample``, ``torch.bincount``, also through a project alias in another module), or a
+  ``torch.Tensor`` method on a receiver that ``receivers.is_tensor`` shows to be a tensor (never a
+  NumPy array), or a method only tensors have on a receiver of unknown type (``assumed``: the
+  rules ask for a program on CUDA);
 - ``arg`` / ``ctor_arg`` conditions on arguments (``values``), by keyword or position, with
   literal values followed through local constants (``mode = "bilinear"``); an argument with a
   few known values (``"bicubic" if fast else "linear"``, a name assigned in two branches) is
   matched once per value and reported only when every value reaches the rule; an argument that
   ``*args`` / ``**kwargs`` may supply is unknown, except a True/False flag, tried both ways like
-  the above; a ``len`` test counts the values of a display (``[left, right, top, bottom]``);
+  the above; a ``len`` test counts the values of a display (``[left, right, top, bottom]``,
+  ``[p] * 4``); a parameter of a module-level function is each literal the project's calls of
+  it give (``resize(x, mode="area")``, its default where left out), reported when one matches;
 - context conditions from ``tensor_evidence``: ``device``, ``input_ndim``, ``input_dtype``,
   ``input_layout``, ``target_kind`` (class indices unless the target is shown to be floating).
   For a module, the input is the first argument of the calls of the instance that this module
@@ -53,7 +57,7 @@ import libcst as cst
 from torchrepro_lint.analysis import tensor_evidence as te
 from torchrepro_lint.analysis.module_index import CallSite, ModuleIndex
 from torchrepro_lint.analysis.op_matching.calls import TENSOR_METHOD, ApiCall, as_api
-from torchrepro_lint.analysis.op_matching.dispatch import selecting_branch
+from torchrepro_lint.analysis.op_matching.dispatch import parameter_of, selecting_branch
 from torchrepro_lint.analysis.op_matching.gradients import GradContext
 from torchrepro_lint.analysis.op_matching.requires_grad import RequiresGrad
 from torchrepro_lint.analysis.op_matching.distinct_indices import DistinctIndices
@@ -85,6 +89,8 @@ class OpMatch:
     form: str  # "function" | "method" | "module"
     shown: str  # the call, short: "F.interpolate(..., mode='bilinear')"
     evidence: str = ""  # where a context condition was shown, e.g. "its input at line 12 has 4 dims"
+    assumed: bool = False  # a tensor-only method on a receiver of unknown type (calls.as_api)
+    given: str = ""  # the argument as the project's calls of its function give it: "mode='area'"
 
     @property
     def entry(self) -> OpEntry:
@@ -138,15 +144,27 @@ class _Matcher:
                     if api.holds_in(version):
                         self.traps.setdefault(api.name, []).append(api)
         self.methods = {name[len(TENSOR_METHOD):] for name in self.ops if name.startswith(TENSOR_METHOD)}
+        self.last_names = {name.rsplit(".", 1)[-1] for name in self.ops if not name.startswith(TENSOR_METHOD)}
 
     def run(self) -> list[OpMatch]:
         out: list[OpMatch] = []
         for site in self.index.calls:
-            call = as_api(site, self.index, self.ops, self.methods)
+            call = as_api(site, self.index, self.ops, self.methods, self._external)
             if call is None or not self._branch_taken(site):
                 continue
             out.extend(self._match(call))
         return out
+
+    def _external(self, qualname: str) -> str | None:
+        """What a project name bound to a catalogue API stands for (`from .wrappers import
+        interpolate`, where `interpolate = F.interpolate`). Asked only of names whose last part
+        is an API's, and of no same-module name (the module's own resolution follows those)."""
+        uses, module = self.requires_grad.uses, self.requires_grad.module
+        if uses is None or module is None or qualname.startswith(("torch.", "@")):
+            return None
+        if qualname.rsplit(".", 1)[-1] not in self.last_names:
+            return None
+        return uses.external_name(qualname, module)
 
     def _branch_taken(self, site: CallSite) -> bool:
         """False for a call built under `if <parameter> == <literal>` of a function that no call
@@ -161,10 +179,10 @@ class _Matcher:
     def _match(self, call: ApiCall) -> list[OpMatch]:
         """Match the call; an argument with a few known values (`"bicubic" if fast else "linear"`)
         is matched once per value, and a rule is reported when every value reaches it."""
-        name, values = self._split_argument(call)
+        name, values, every = self._split_argument(call)
         if not values:
             return self._match_once(call)
-        per_rule: dict[str, list[OpMatch]] = {}
+        per_rule: dict[str, list[tuple[OpMatch, object]]] = {}
         for value in values:
             self._forced = {name: value}
             try:
@@ -173,7 +191,9 @@ class _Matcher:
                 self._forced = {}
             rules = {m.rule for m in found}
             for match in found:
-                per_rule.setdefault(match.rule, []).append(match)
+                per_rule.setdefault(match.rule, []).append((match, value))
+            if not every:
+                continue
             for rule in list(per_rule):
                 if rule not in rules:
                     per_rule[rule] = []
@@ -181,14 +201,19 @@ class _Matcher:
                 return []
         out = []
         for rule, group in sorted(per_rule.items()):
-            if len(group) < len(values):
+            if not group or every and len(group) < len(values):
                 continue
-            entries = tuple({e.id: e for m in group for e in m.entries}.values())
-            first = group[0]
-            out.append(OpMatch(entries, first.api, first.site, first.form, first.shown, first.evidence))
+            entries = tuple({e.id: e for m, _ in group for e in m.entries}.values())
+            first = group[0][0]
+            given = "" if every else " or ".join(f"{name}={v!r}" for v in dict.fromkeys(v for _, v in group))
+            out.append(OpMatch(entries, first.api, first.site, first.form, first.shown, first.evidence, first.assumed, given))
         return out
 
     def _split_argument(self, call: ApiCall):
+        """(name, values, every): an argument with a few possible values, each to be matched.
+        `every`: the value is one of them, reported when every value reaches the rule (`"bicubic"
+        if fast else "linear"`); else they are what the project's calls of the function give its
+        parameter (`def resize(x, mode="bilinear")`), reported when one of them reaches it."""
         predicates = [p for entry, api in self.ops.get(call.api_name, ()) for p in (*entry.when, *api.when)]
         names = {p.name: p for p in predicates if p.subject in ("arg", "ctor_arg")}
         for name, p in names.items():
@@ -196,7 +221,15 @@ class _Matcher:
             if isinstance(expr, (cst.IfExp, cst.Name)):
                 values = self.values.of(expr)
                 if values is not None and 1 < len(values) <= 4:
-                    return name, sorted(values, key=repr)
+                    return name, sorted(values, key=repr), True
+        uses, module = self.requires_grad.uses, self.requires_grad.module
+        for name, p in names.items() if uses is not None and module is not None else ():
+            expr = argument(call.site.node, None if p.keyword_only else p.pos, name)
+            parameter = parameter_of(self.index, expr) if isinstance(expr, cst.Name) else None
+            if parameter is not None:
+                values = uses.passed_values(module, parameter)
+                if values:
+                    return name, sorted(values, key=repr), False
         # A flag tested only against True/False whose value is not known (`antialias=self.flag`,
         # or absent with `**kwargs` that may pass it) can take just those two values: matched
         # with each, it silences the call only where it changes the verdict.
@@ -206,8 +239,8 @@ class _Matcher:
                 continue
             expr = argument(call.site.node, None if p.keyword_only else p.pos, name)
             if expr is UNKNOWN or (expr is not ABSENT and self.values.of(expr) is None):
-                return name, [False, True]
-        return None, []
+                return name, [False, True], True
+        return None, [], True
 
     def _match_once(self, call: ApiCall) -> list[OpMatch]:
         for trap in self.traps.get(call.api_name, ()):
@@ -231,7 +264,7 @@ class _Matcher:
             entries = tuple({e.id: e for e, _, _ in group}.values())
             api = group[0][1]
             evidence = next((ev for _, _, ev in group if ev), "")
-            out.append(OpMatch(entries, api, call.site, call.form, self._shown(call, group), evidence))
+            out.append(OpMatch(entries, api, call.site, call.form, self._shown(call, group), evidence, call.assumed))
         return out
 
     def _evaluate(self, call: ApiCall, entry: OpEntry, api: ApiRecord):

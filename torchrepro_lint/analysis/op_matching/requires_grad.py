@@ -92,17 +92,9 @@ class RequiresGrad:
     def _framework_class(self, klass: cst.ClassDef) -> bool:
         """Some class along `klass`'s bases, through the project's own classes in any module,
         is outside the project and not nn.Module or `object` (or cannot be told)."""
-        project = self.uses.project if self.uses is not None else None
-        if project is None or self.module is None or self.index.enclosing(klass, cst.ClassDef, cst.FunctionDef):
+        if self.uses is None or self.module is None or self.index.enclosing(klass, cst.ClassDef, cst.FunctionDef):
             return self.grad._derives(klass, lambda q: q not in PLAIN_BASES and not q.startswith(LOCAL))
-        symbol = project.resolve(LOCAL + klass.name.value, self.module)
-        if symbol is None or symbol.klass is None:
-            return True
-        for current in project.lineage(symbol):
-            for base in current.klass.bases:
-                if project.resolve(base, current.module) is None and project.external_name(base, current.module) not in PLAIN_BASES:
-                    return True
-        return False
+        return self.uses.framework_class(self.module, klass.name.value)
 
     def _plain_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         """The module-level class whose method holds `node`, when it is not an nn.Module (or

@@ -127,8 +127,9 @@ def argument(call: cst.Call, position: int | None, keyword: str | None):
 
 
 def display_length(fl, expr: cst.BaseExpression, depth: int = 0) -> int | None:
-    """How many values a tuple/list display holds (names, `+` of displays, through names
-    every binding of which before the use is such a display); None when not fixed by the code."""
+    """How many values a tuple/list display holds (names, `+` of displays, a display times an
+    integer literal (`[k // 2] * 4`), `tuple(...)` / `list(...)` of one, through names every
+    binding of which before the use is such a display); None when not fixed by the code."""
     if depth > 6:
         return None
     if isinstance(expr, (cst.Tuple, cst.List)):
@@ -138,6 +139,18 @@ def display_length(fl, expr: cst.BaseExpression, depth: int = 0) -> int | None:
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
         left, right = display_length(fl, expr.left, depth + 1), display_length(fl, expr.right, depth + 1)
         return left + right if left is not None and right is not None else None
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        for display, times in ((expr.left, expr.right), (expr.right, expr.left)):
+            if isinstance(times, cst.Integer):
+                length = display_length(fl, display, depth + 1)
+                if length is not None:
+                    return length * int(times.value.replace("_", ""), 0)
+        return None
+    if (
+        isinstance(expr, cst.Call) and len(expr.args) == 1 and not expr.args[0].star and expr.args[0].keyword is None
+        and fl.index.resolve(expr.func, expr) in ("builtins.tuple", "builtins.list")
+    ):  # fmt: skip
+        return display_length(fl, expr.args[0].value, depth + 1)
     if isinstance(expr, cst.Name) and fl.parameter(expr) is None:
         here = fl.pos(expr)
         values = [v for s, v in fl.bindings(expr.value, fl.owner(expr)) if fl.pos(s) < here and not fl.inside(expr, s)]

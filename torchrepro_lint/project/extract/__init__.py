@@ -13,4 +13,6 @@
 - ``resumes``: optimizer and RNG state restores, optimizer steps and frameworks' resumes (TRP108),
   and `exec` of a configuration file at a module's top level;
 - ``function_reuse``: an edited module's functions whose IR the previous lowering still gives.
+- ``empty_init``: `with` blocks that build models sparing their init (the meta device, empty
+  init), the init marks that say what still draws there, and loops whose processes take turns.
 """

@@ -19,8 +19,10 @@ from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.project.known_apis import (
     LORA_INITS_WITHOUT_DRAW,
     PEFT_ALWAYS_DRAWS,
-    PEFT_IA3_CONFIGS,
+    PEFT_INIT_SWITCHES,
     PEFT_LORA_CONFIGS,
+    PEFT_PREFIX_TUNING_CONFIGS,
+    PEFT_PROMPT_TUNING_CONFIGS,
 )
 
 
@@ -42,11 +44,16 @@ def config_draws(index: ModuleIndex, expr: cst.BaseExpression | None, at: cst.CS
     config = index.resolve(expr.func, at)
     if config in PEFT_LORA_CONFIGS:
         return _lora_init_draws(expr)
-    if config in PEFT_IA3_CONFIGS:
-        init = _keyword_or_unknown(expr, "init_ia3_weights")
+    if config in PEFT_INIT_SWITCHES:
+        init = _keyword_or_unknown(expr, PEFT_INIT_SWITCHES[config])
         return init is not MISSING and init is not True
     if config in PEFT_ALWAYS_DRAWS:
         return True
+    if config in PEFT_PROMPT_TUNING_CONFIGS:
+        return _prompt_init_draws(index, expr)
+    if config in PEFT_PREFIX_TUNING_CONFIGS:
+        zeroed = _keyword_or_unknown(expr, "init_weights") == "zero"
+        return not zeroed or _keyword_or_unknown(expr, "prefix_projection") not in (MISSING, False)
     if config is not None and config.startswith("peft.") and config.endswith("Config"):
         return False  # a PEFT method whose initialisation is not modelled
     return True  # built by a function of the project or a config loader: unknown
@@ -78,6 +85,20 @@ def _lora_init_draws(call: cst.Call) -> bool:
     if init is _UNKNOWN:
         return value is None  # only `**kwargs` may hold it: the default is the likely value
     return _lora_value_draws(init)
+
+
+def _prompt_init_draws(index: ModuleIndex, call: cst.Call) -> bool:
+    """PromptTuningConfig's `prompt_tuning_init`: RANDOM (the default) and SAMPLE_VOCAB draw, TEXT
+    does not; one taken from configuration is the author's choice, as for LoRA: not taken to draw."""
+    value = _arg(call, None, "prompt_tuning_init")
+    if value is None:
+        return not any(a.star == "**" for a in call.args)
+    init = literal_value(value, _UNKNOWN)
+    if init is _UNKNOWN and isinstance(value, (cst.Name, cst.Attribute)):
+        init = (index.resolve(value, call) or "").rsplit(".", 1)[-1]  # PromptTuningInit.TEXT
+        if not init.isupper():
+            return False
+    return not isinstance(init, str) or init.upper() != "TEXT"
 
 
 def _lora_value_draws(init) -> bool:
@@ -114,3 +135,23 @@ def adapter_call_draws(index: ModuleIndex, call: cst.Call, position: int, keywor
     if config is None:
         return False
     return config_draws(index, config, call)
+
+
+# `add_adapter`'s config: transformers' and diffusers' PeftAdapterMixin.add_adapter(adapter_config,
+# adapter_name) (integrations/peft.py; loaders/peft.py), PEFT's PeftModel.add_adapter(adapter_name,
+# peft_config, low_cpu_mem_usage=False) (peft_model.py): each calls inject_adapter_in_model.
+ADD_ADAPTER_KEYWORDS = ("adapter_config", "peft_config")
+
+
+def add_adapter_draws(index: ModuleIndex, call: cst.Call) -> bool:
+    """`model.add_adapter(config)`, a method recognised by name: whether it adds PEFT adapters
+    that draw. Only where the code shows a PEFT config (other libraries' `add_adapter`, such as
+    AdapterHub's `add_adapter("name", config="seq_bn")` or a project's own, take other values)."""
+    if literal_value(_arg(call, None, "low_cpu_mem_usage"), None) is True:
+        return False
+    candidates = [_arg(call, None, keyword) for keyword in ADD_ADAPTER_KEYWORDS]
+    candidates += [a.value for a in call.args[:2] if a.keyword is None and not a.star]
+    return any(
+        value is not None and config_shown(index, value, call) and config_draws(index, value, call)
+        for value in candidates
+    )

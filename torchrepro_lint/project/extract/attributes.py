@@ -203,12 +203,14 @@ def _unconditional(index: ModuleIndex, node: cst.CSTNode, function: cst.Function
 
 
 # -- summaries for other modules (ir.ClassIR.devices) --------------------------------------
-def device_summary(index: ModuleIndex, klass: cst.ClassDef, names_cuda) -> tuple[tuple[str, tuple[ir.DeviceSource, ...]], ...]:
+def device_summary(index: ModuleIndex, klass: cst.ClassDef, names_cuda, nested: bool = True) -> tuple[tuple[str, tuple[ir.DeviceSource, ...]], ...]:
     """Each attribute of the class that may name a CUDA device, with its sources in the order
     `attribute_values` reads them. `names_cuda(value, where)` is the lowering's own test. Kept
     only where a value names CUDA, or a construction may give it one (a dataclass field, an
     `__init__` parameter stored on `self`) and its default is not a number or a flag: a read of
-    any other attribute is no device evidence, whatever the module."""
+    any other attribute is no device evidence, whatever the module. With `nested`, also the
+    devices of a field that defaults to an object of a class of this module (`policy.device`,
+    _nested_devices)."""
     defaults: dict[str, cst.BaseExpression] = {}
     for name, value in body_defaults(index, klass):
         defaults[name] = value  # the last one stands
@@ -245,7 +247,29 @@ def device_summary(index: ModuleIndex, klass: cst.ClassDef, names_cuda) -> tuple
             given_possible = given_possible or param_default is None or not _is_number_or_flag(param_default)
         if given_possible or any(source.on_cuda for source in sources):
             out.append((attribute, tuple(sources)))
+        if nested:
+            out.extend(_nested_devices(index, klass, attribute, default, position, names_cuda))
     return tuple(out)
+
+
+def _nested_devices(index: ModuleIndex, klass: cst.ClassDef, attribute: str, default, position, names_cuda):
+    """`policy: PolicyConfig = field(default_factory=PolicyConfig)` (or `= PolicyConfig(...)`),
+    with PolicyConfig a class of this module: `policy.device` as another module reads it through
+    an instance (`cfg.policy.device`). The nested object's device stands unless the construction
+    gives `policy` itself (then whatever it gives decides, as for any field)."""
+    call = default if isinstance(default, cst.Call) else None
+    func = call.func if call is not None else default
+    if not isinstance(func, (cst.Name, cst.Attribute)):
+        return []
+    inner = local_class(index, index.resolve(func, func))
+    if inner is None or inner is klass:
+        return []
+    out = []
+    for name, _ in device_summary(index, inner, names_cuda, nested=False):  # (one level of nesting)
+        values = attribute_values(index, inner, name, call, instance=True)
+        on_cuda = any(names_cuda(value, where) for value, where in values)
+        out.append((f"{attribute}.{name}", (ir.DeviceSource(on_cuda, True, True, attribute, position, on_class=True),)))
+    return out
 
 
 def _field_names(index: ModuleIndex, klass: cst.ClassDef) -> list[str]:

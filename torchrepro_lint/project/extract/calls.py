@@ -11,6 +11,8 @@ syntax says is call_syntax.py's; whether a device argument names CUDA, devices.p
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
 from torchrepro_lint.analysis.literals import is_false, is_none, literal_value
@@ -19,7 +21,7 @@ from torchrepro_lint.analysis.names import LOCAL
 from torchrepro_lint.analysis.receivers import PARAMETER_CLASSES
 from torchrepro_lint.analysis.syntax import arg as _arg
 from torchrepro_lint.project import ir
-from torchrepro_lint.project.extract.adapters import adapter_call_draws, config_draws, config_shown
+from torchrepro_lint.project.extract.adapters import add_adapter_draws, adapter_call_draws, config_draws, config_shown
 from torchrepro_lint.project.extract.call_syntax import (
     EXTERNAL_ROOTS,
     adds_task_head,
@@ -39,7 +41,9 @@ from torchrepro_lint.project.extract.call_syntax import (
     root,
     subexpressions,
 )
+from torchrepro_lint.project.extract.cli_apps import Apps, command_call, find_apps, one_of, runner_components
 from torchrepro_lint.project.extract.devices import DeviceLowering
+from torchrepro_lint.project.extract.empty_init import init_function_detail, module_init_detail, on_meta_device
 from torchrepro_lint.project.extract.resumes import resume_statements  # TRP108
 from torchrepro_lint.project.extract.autotune import autotune_statements  # TRP207
 from torchrepro_lint.project.known_apis import (
@@ -59,6 +63,7 @@ from torchrepro_lint.project.known_apis import (
     DROPOUT_MODULES,
     FABRIC_SEED_EVERYTHING,
     HF_TRAINING_ARGUMENTS,
+    INIT_TENSOR_FILL,
     LIGHTNING_FABRIC,
     LIGHTNING_TRAINER,
     MAKES_A_SEED,
@@ -187,14 +192,16 @@ class CallLowering(DeviceLowering):
                 if arg is not None:
                     effect(kind, self.value(arg))
         elif q in TORCH_DRAWS:
-            if own_generator(node):
-                pass  # `generator=g`: draws from g, not from torch's global generator
+            if own_generator(node) or on_meta_device(self.index, node):
+                pass  # `generator=g`: draws from g, not from torch's global generator; `device="meta"`: none
             elif q.startswith(INIT_FUNCTIONS) or self._initializes_parameter(node):
-                effect(Kind.MODULE_INIT)  # what a checkpoint loaded later replaces, like a layer's init
+                # what a checkpoint loaded later replaces, like a layer's init
+                effect(Kind.MODULE_INIT, detail=init_function_detail(q))
             elif not self._feeds_seed(node, site.statement) and not self._only_traced(targets, site):
                 effect(Kind.DRAW, detail=targets + self._seed_made(targets, site))
         elif q in RANDOM_INIT_MODULES or q in MODEL_FACTORIES or (q and q.startswith(MODEL_FACTORY_PREFIXES)):
-            effect(Kind.MODULE_INIT, detail=("pretrained",) if loads_pretrained(node) else ())
+            if not (q in RANDOM_INIT_MODULES and on_meta_device(self.index, node)):
+                effect(Kind.MODULE_INIT, detail=module_init_detail(q, loads_pretrained(node)))
         elif q in DEFERRED_RANDOMNESS or is_random_transform(q):
             effect(Kind.RANDOMNESS, detail=DROPOUT if q in DROPOUT_MODULES else ())
         elif q == "torch.utils.data.DataLoader":
@@ -261,7 +268,7 @@ class CallLowering(DeviceLowering):
             # Methods recognised by name on receivers we cannot type.
             if method in TENSOR_RANDOM_METHODS:
                 if fills_weights(node):
-                    effect(Kind.MODULE_INIT)  # `m.weight.data.normal_(0, 0.02)`: an init, as above
+                    effect(Kind.MODULE_INIT, detail=(INIT_TENSOR_FILL,))  # `m.weight.data.normal_(0, 0.02)`: an init, as above
                 elif not own_generator(node):
                     effect(Kind.DRAW, detail=targets + self._seed_made(targets, site))
             elif method == "cuda":
@@ -274,6 +281,8 @@ class CallLowering(DeviceLowering):
                 effect(Kind.TRAINING)
             elif method == "from_pretrained" and adds_task_head(node.func) and not loads_reward_model(node):
                 effect(Kind.MODULE_INIT, detail=("pretrained",))
+            elif method == "add_adapter" and add_adapter_draws(self.index, node):
+                effect(Kind.MODULE_INIT, detail=ADAPTER)  # transformers', diffusers' or PEFT's: injects adapters
         # Any call given a CUDA `device=`: torch's factories and modules, `.to(device=...)`, a
         # framework's or the project's own (TRP205's decisions say why this stays this wide).
         device = _arg(node, None, "device")
@@ -305,7 +314,15 @@ class CallLowering(DeviceLowering):
             shown = draws is True and config_shown(self.index, adapter, node)
             return ir.Call(self.ref(node), q, receiver, method, args, kwargs, draws, shown)
 
-        if q is not None and (q.startswith(LOCAL) or root(q) not in EXTERNAL_ROOTS):
+        apps = self.cli_apps
+        invoked = apps.invoked(self.index, node) if apps.apps else None
+        given, runs = runner_components(self.index, node, q)
+        if invoked is not None:  # `app()`, `cli.main()`: what the app runs (cli_apps.py), not its arguments
+            out.append(ir.Call(self.ref(node), LOCAL + invoked, None, None, (), ()))
+        elif runs:  # `fire.Fire(main)`, `CLI([fit, test])`: one of them runs now, given the command line
+            ref = self.ref(node)
+            out.extend(one_of([(command_call(target, ref),) for target in runs]))
+        elif q is not None and (q.startswith(LOCAL) or root(q) not in EXTERNAL_ROOTS):
             out.append(call())
         elif q is None and isinstance(node.func, cst.Attribute):
             receiver = node.func.value
@@ -321,13 +338,18 @@ class CallLowering(DeviceLowering):
         elif q is None and isinstance(node.func, cst.Name):
             out.extend(self._bound_method_calls(node.func, node, call))
         # Functions passed as values (callbacks, worker_init_fn=...) are reachable later; not
-        # those filed in a registry under a name, which a run picks by a string, if ever.
-        for arg in () if _registers_by_name(node) else node.args:
-            if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned:
+        # those filed in a registry under a name, which a run picks by a string, if ever, nor
+        # commands filed in a command-line app, which run when the app does (cli_apps.py).
+        for arg in () if _registers_by_name(node) or id(node) in apps.registering else node.args:
+            if isinstance(arg.value, (cst.Name, cst.Attribute)) and arg.value is not spawned and arg.value is not given:
                 ref = self.index.resolve(arg.value, node)
                 if ref and (ref.startswith(LOCAL) or root(ref) not in EXTERNAL_ROOTS):
                     out.append(ir.FunctionRef(ref))
         return out
+
+    @cached_property
+    def cli_apps(self) -> Apps:
+        return find_apps(self.index)
 
     def _bound_method_calls(self, name: cst.Name, node: cst.Call, call) -> list[ir.Stmt]:
         """`sample_fn(...)` after `sample_fn = diffusion.p_sample_loop` (or `a.f if c else a.g`,

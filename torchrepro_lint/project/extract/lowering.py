@@ -19,6 +19,8 @@ from torchrepro_lint.project.extract import attributes
 from torchrepro_lint.project.extract.autotune import config_assignment, decorator_effects, environment_effects  # TRP207
 from torchrepro_lint.project.extract.call_syntax import EXTERNAL_ROOTS, root
 from torchrepro_lint.project.extract.calls import CallLowering
+from torchrepro_lint.project.extract.cli_apps import app_body, app_functions
+from torchrepro_lint.project.extract.empty_init import contexts_entered, is_turn_test, spared_block, turn_variable
 from torchrepro_lint.project.extract.function_reuse import FunctionReuse, RefLayout, shifted, shifted_statements
 from torchrepro_lint.project.known_apis import CUDNN, KNOWN_HELPERS, Helper, Kind
 
@@ -82,6 +84,7 @@ class Lowering(CallLowering):
             top, guard, work = self._top_level()
         self.layout.top = len(self.nodes)
         functions = {path: self._function(path, node) for path, node in self.index.functions.items()}
+        functions.update(app_functions(self.cli_apps, self.ref, functions))  # `app = typer.Typer()`: what app() runs
         classes = {path: self.klass(path, node) for path, node in self.index.classes.items()}
         aliases = {}
         for name in self.index.scope.bindings:
@@ -133,7 +136,8 @@ class Lowering(CallLowering):
     def _function(self, path: str, node: cst.FunctionDef) -> ir.FunctionIR:
         first = len(self.nodes)
         reuse = self.reuse
-        if reuse is not None and path in reuse.paths:
+        # (a click group's IR holds its commands, which may be filed outside it: lowered again)
+        if reuse is not None and path in reuse.paths and path not in self.cli_apps.apps:
             start, end = reuse.layout.functions[path]
             self.nodes.extend(reuse.nodes[start:end])
             found = shifted(reuse.module.functions[path], first - start)
@@ -158,6 +162,9 @@ class Lowering(CallLowering):
         parent = path.rpartition(".")[0]
         patched = decorator_effects(self.index, node, self.value, self.ref, in_body=True) if node.decorators else []  # TRP207
         body = live((*patched, *self.block(node.body.body)))
+        group = self.cli_apps.apps.get(path)
+        if group is not None and group.group:  # a click group: its commands run after its own body
+            body = (ir.Try(body, (), (), app_body(group, self.ref)),)
         returns = tuple(self._made_by(r.value) for r in self._returns_of(node))
         returns = returns if any(name for made in returns for name in made) else ()
         return ir.FunctionIR(path, self.ref(node), names, defaults, body, parent in self.index.classes, returns)
@@ -215,6 +222,19 @@ class Lowering(CallLowering):
             out.extend(lowered)
         return tuple(out)
 
+    def _in_turns(self, statements, variable: str) -> tuple[ir.Stmt, ...]:
+        """A loop over the processes (`for rank in range(world_size)`): an `if` on this process's
+        turn (`if fabric.global_rank == rank:`) runs on every path; its `else` maybe."""
+        out: list[ir.Stmt] = []
+        for statement in statements:
+            if isinstance(statement, cst.If) and is_turn_test(self.index, statement.test, variable):
+                header, body = self.calls_of(statement), self.block(statement.body.body)
+                orelse = self.orelse(statement.orelse)
+                out += [*header, *body, *([ir.Branch(ir.UNKNOWN, orelse, ())] if orelse else [])]
+            else:
+                out += self.block((statement,))
+        return tuple(out)
+
     def orelse(self, orelse) -> tuple[ir.Stmt, ...]:
         if orelse is None:
             return ()
@@ -239,9 +259,12 @@ class Lowering(CallLowering):
             # A loop body is taken to run (once): what it does is on the path. Its `else` runs
             # unless a `break` left the loop (`for ...: if found: break` / `else: raise`): maybe.
             orelse = self.orelse(node.orelse)
-            return [*header, *self.block(node.body.body), *([ir.Branch(ir.UNKNOWN, orelse, ())] if orelse else [])]
-        if isinstance(node, cst.With):
-            return [*header, *self.block(node.body.body)]
+            turn = turn_variable(self.index, node) if isinstance(node, cst.For) else None
+            body = self.block(node.body.body) if turn is None else self._in_turns(node.body.body, turn)
+            return [*header, *body, *([ir.Branch(ir.UNKNOWN, orelse, ())] if orelse else [])]
+        if isinstance(node, cst.With):  # (one that builds models sparing their init: empty_init.py)
+            contexts = contexts_entered(self.index, node, self.value)
+            return [*header, *spared_block(contexts, self.block(node.body.body), self.ref(node) if contexts else 0)]
         if isinstance(node, (cst.Try, cst.TryStar)):
             handlers = tuple(ir.Branch(ir.UNKNOWN, self.block(handler.body.body), ()) for handler in node.handlers)
             final = self.block(node.finalbody.body.body) if node.finalbody is not None else ()

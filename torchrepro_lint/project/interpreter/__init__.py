@@ -29,4 +29,6 @@ Modules:
   module, one stored on an object from outside its class);
 - ``resumes``: a resumed run along a path (TRP108): an optimizer's state restored, then training,
   with no RNG state restored.
+- ``empty_init``: the `with` contexts open on a path that spare a model's init (the meta device,
+  empty init), and the draws they spare.
 """

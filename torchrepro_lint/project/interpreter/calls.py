@@ -135,12 +135,15 @@ class ProjectCalls:
             return states
         function = symbol.function  # (walked: its refs may reach the facts)
         params = function.params[1:] if skip_first and function.params else function.params
-        env = dict(function.defaults)
+        # `**`: every parameter given, none known (a command-line framework's call: cli_apps.py)
+        given_all = any(name == "**" for name, _ in kwargs)
+        env = {} if given_all else dict(function.defaults)
         env.update(stored or {})
         for name, value in zip(params, args):
             env[name] = value
         for name, value in kwargs:
-            env[name] = value
+            if name != "**":
+                env[name] = value
         anchor = frame.anchor
         leaves_entry = anchor is None and ref is not None and symbol.module is not self.entry
         if leaves_entry:

@@ -16,6 +16,7 @@ from torchrepro_lint.project.interpreter.kept_calls import kept_prefix, prefix_k
 from torchrepro_lint.project.interpreter.recordings import CallbackRun
 from torchrepro_lint.project.interpreter import resumes  # TRP108
 from torchrepro_lint.project.interpreter import autotune  # TRP207
+from torchrepro_lint.project.interpreter import empty_init
 from torchrepro_lint.project.interpreter.states import (
     MAX_DEPTH,
     MAX_STEPS,
@@ -343,6 +344,8 @@ class Interpreter(ProjectCalls):
         kind = effect.kind
         if kind == Kind.AUTOTUNE:
             return autotune.after(self, effect, truth, state, frame, guard)  # TRP207
+        if kind == Kind.EMPTY_INIT:
+            return empty_init.after(effect.detail, truth, state)
         if kind == Kind.BENCHMARK:
             if not truth:
                 return state.evolve(benchmark=None)
@@ -351,6 +354,8 @@ class Interpreter(ProjectCalls):
             return state.evolve(benchmark=occurrence)
         if not truth:
             return state
+        if state.empty_init and kind in (Kind.DRAW, Kind.MODULE_INIT) and empty_init.spares(state, kind, effect.detail):
+            return state  # built on the meta device or with init turned off: nothing drawn
         occurrence = self.occurrence(frame, effect.ref, effect.detail, guard)
         self.facts.add(kind, occurrence)
         if kind in resumes.KINDS or kind == Kind.SEED_TORCH and state.resumed is not None:

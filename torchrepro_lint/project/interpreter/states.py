@@ -88,6 +88,10 @@ class PathState(_HashedOnce):
     # TRP207: the compiled-kernel tuners on on this path (interpreter/autotune.py): each compile
     # call that asks for one, and each config switch still on, by its knob.
     autotune: tuple | None = None
+    # The `with` contexts open on this path that spare a model's init (the meta device, empty
+    # init: extract/empty_init.py), innermost last: each one's strength, 0 where its condition
+    # did not hold (interpreter/empty_init.py).
+    empty_init: tuple = ()
     assumptions: frozenset = frozenset()  # {(condition key, truth)}
 
     def evolve(self, **changes) -> PathState:
