@@ -35,7 +35,7 @@ from torchrepro_lint import __version__
 # pickled and computed. Entries live under v<FORMAT>/; raise it with any change to that layout, so
 # that no run reads entries of another (an installed package keys its entries on its version
 # only; a checkout on its sources too, sources_fingerprint).
-FORMAT = 20  # raise with any change to what is cached (20: command-line apps, adapters, device helpers)
+FORMAT = 20  # raise with any change to what is cached (20: command-line apps, adapters, device helpers, empty-init contexts)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
