@@ -12,7 +12,9 @@ the server ends its progress (a server that sends none: its first diagnostics ar
 Prints, per file and mode, the min and median over the runs of: `first_s`, from starting the
 server process to the first publishDiagnostics of the file; `complete_s`, to the end of the
 progress; `initialize_s`, to the answer to `initialize` (the server's own start: Python, its
-imports); and how many diagnostics the first publication had of the complete set's.
+imports); how many diagnostics the first publication had of the complete set's; and, asked
+right after the first diagnostics (while the project is still analysed, where it is), how long
+a hover and a code-action request took to be answered.
 """
 
 from __future__ import annotations
@@ -43,6 +45,15 @@ def open_once(project: Path, name: str, progress: bool = True) -> dict:
     client.send({"method": "textDocument/didOpen", "params": {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
     first = client.wait_for_diagnostics(uri, 1)
     first_s = time.perf_counter() - started
+    # While the project is still analysed: how long the editor waits for a hover and for code actions.
+    answers_ms, analysing = [], bool(client.progress_open)
+    for method, params in (
+        ("textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}),
+        ("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "context": {"diagnostics": []}}),
+    ):
+        asked = time.perf_counter()
+        client.request(method, params)
+        answers_ms.append((time.perf_counter() - asked) * 1000)
     complete = client.wait_until_complete(uri) if progress else first
     complete_s = time.perf_counter() - started
     client.request("shutdown", None)
@@ -51,6 +62,7 @@ def open_once(project: Path, name: str, progress: bool = True) -> dict:
     return {
         "initialize_s": initialized, "first_s": first_s, "complete_s": complete_s,
         "first_count": len(first), "complete_count": len(complete), "log": client.log,
+        "answers_ms": answers_ms, "answered_while_analysing": analysing,
     }  # fmt: skip
 
 
@@ -79,11 +91,14 @@ def main() -> int:
                 for key in ("initialize_s", "first_s", "complete_s")
             }
             figures["partial"] = [f"{r['first_count']}/{r['complete_count']}" for r in runs]
+            figures["answers_ms"] = [[round(ms, 1) for ms in r["answers_ms"]] for r in runs]
+            figures["answered_while_analysing"] = [r["answered_while_analysing"] for r in runs]
             figures["log"] = runs[-1]["log"]
             results[f"{mode} {name}"] = figures
             print(f"{mode} {name}: initialize min {figures['initialize_s']['min']} s; first diagnostics min {figures['first_s']['min']} s, median {figures['first_s']['median']} s; "
                   f"complete min {figures['complete_s']['min']} s, median {figures['complete_s']['median']} s; "
-                  f"first/complete diagnostics {' '.join(figures['partial'])}")  # fmt: skip
+                  f"first/complete diagnostics {' '.join(figures['partial'])}; hover / code action answered in "
+                  f"{figures['answers_ms']} ms (while the project was analysed: {figures['answered_while_analysing']})")  # fmt: skip
             for line in figures["log"]:
                 print("   ", line)
     results["load_after"] = os.getloadavg()
