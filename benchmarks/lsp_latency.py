@@ -251,7 +251,7 @@ def main() -> int:
         client.send({"method": "exit", "params": None})
         client.process.wait()
     results["load_after"] = os.getloadavg()
-    print(f"server peak RSS: {results['peak_rss_mib']} MiB (the first, cold analysis), after the edits: "
+    print(f"server peak RSS: {results['peak_rss_mib']} MiB (its high-water mark, the analyses and edits together), after the edits: "
           f"{results['rss_after_edits_mib']} MiB; load average before {load_before}, after {results['load_after']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
