@@ -18,6 +18,12 @@ from torchrepro_lint.project.summaries import summary, summary_kind
 from torchrepro_lint.rules.base import Rule
 
 
+def independent(a: frozenset, b: frozenset) -> bool:
+    """Two settings made under unrelated runtime conditions (their guards: `if cfg.benchmark:` /
+    `if args.det:`), as exclusive branches are: neither path's guards hold the other's."""
+    return not (a <= b or b <= a)
+
+
 @dataclass
 class LintContext:
     project: ProjectIndex

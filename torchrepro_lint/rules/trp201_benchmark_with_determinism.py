@@ -2,14 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchrepro_lint.rules.context import describe
+from torchrepro_lint.rules.context import describe, independent
 from torchrepro_lint.rules.base import Example, Rule
 from torchrepro_lint.rules.edits import make_fix, replace
-
-
-def _independent(a: frozenset, b: frozenset) -> bool:
-    """Two switches set under unrelated runtime conditions (`if cfg.benchmark:` / `if args.det:`)."""
-    return not (a <= b or b <= a)
 
 
 class BenchmarkWithDeterminism(Rule):
@@ -189,7 +184,7 @@ if __name__ == "__main__":
                 for state in states:
                     if state.claim is None or state.benchmark is None:
                         continue
-                    if _independent(state.claim.guards, state.benchmark.guards):
+                    if independent(state.claim.guards, state.benchmark.guards):
                         continue
                     module, ref = state.benchmark.site
                     yield context.report(

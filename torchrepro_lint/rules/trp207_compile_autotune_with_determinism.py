@@ -3,13 +3,8 @@ from __future__ import annotations
 from torchrepro_lint.project.extract.autotune import CONFIG, ENV, MODE, OPTIONS, PATCH
 from torchrepro_lint.project.known_apis import AUTOTUNE_SWITCHES, Kind
 from torchrepro_lint.rules.base import Example, Rule
-from torchrepro_lint.rules.context import describe
+from torchrepro_lint.rules.context import describe, independent
 from torchrepro_lint.rules.edits import insert_after, insert_before, make_fix, module_name_for
-
-
-def _independent(a: frozenset, b: frozenset) -> bool:
-    """Set under unrelated runtime conditions (`if args.compile_tuned:` / `if args.det:`), as TRP201."""
-    return not (a <= b or b <= a)
 
 
 class CompileAutotuneWithDeterminism(Rule):
@@ -284,7 +279,7 @@ if __name__ == "__main__":
                     if state.claim is None or state.det_mode or not state.autotune:
                         continue
                     for tuner in state.autotune:
-                        if tuner.site in done or _independent(state.claim.guards, tuner.guards):
+                        if tuner.site in done or independent(state.claim.guards, tuner.guards):
                             continue
                         done.add(tuner.site)
                         module, ref = tuner.site
