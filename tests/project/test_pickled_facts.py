@@ -60,3 +60,16 @@ def test_the_modules_of_facts_are_one_sorted_text():
     fewer = Facts(modules=paths - {Path("/project/m0.py")})
     assert loads_with_modules(dumps_with_modules(fewer), {}) == fewer
 
+
+
+def test_unpickled_paths_are_shared_between_loads():
+    # The language server unpickles the facts of every program an edit left valid, on every
+    # edit: each path text gives one Path object, whose hash is computed once.
+    facts = Facts(modules={Path("/project/a.py"), Path("/project/b.py")}, functions={(Path("/project/a.py"), "main")})
+    data = dumps_with_modules(facts)
+    first, again = loads_with_modules(data, {}), loads_with_modules(data, {})
+    assert first == again == facts
+    by_text = {str(p): p for p in first.modules}
+    assert all(by_text[str(p)] is p for p in again.modules)
+    (path, _), = again.functions
+    assert path is by_text["/project/a.py"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchrepro_lint import memory
+from torchrepro_lint.parsing import data_literals
 from torchrepro_lint.parsing.lines import physical_lines
 
 if TYPE_CHECKING:  # LibCST is imported when a file is parsed: a cached run never needs it
@@ -212,6 +213,9 @@ class SourceFile:
     _newer_syntax: bool = field(default=False, repr=False)
     # Where each top-level statement is (positions.statement_bounds), kept from the first parse
     _statement_bounds: array | None = field(default=None, repr=False)
+    # The insides of large constant tables, which LibCST reads as blanks (data_literals.py):
+    # found once, from CPython's tree, so every parse of this text gives the same tree
+    _blanks: tuple | None = field(default=None, repr=False)
 
     # Whether ModuleIndex records its walk of this text's tree for the next text's index to
     # take from (the language server's edited buffers: analysis/walk_reuse.py)
@@ -250,6 +254,8 @@ class SourceFile:
                 return self.__dict__["module"]
             if "barry_as_FLUFL" not in self.text:
                 self._statement_bounds = statement_bounds(tree)
+            if self._blanks is None:
+                self._blanks = data_literals.blanks(self.text, tree)
             del tree
             self._compiles = True
         return self._parse()
@@ -259,8 +265,11 @@ class SourceFile:
 
         PARSES[0] += 1
         memory.churned(len(self.text))
+        if self._blanks is None:  # (compiled elsewhere: the language server's buffers)
+            whole = self.syntax_tree if self.syntax_offsets is None else None
+            self._blanks = data_literals.blanks(self.text, whole)
         try:
-            return parse_unvalidated(self.text)
+            return parse_unvalidated(data_literals.blanked_text(self.text, self._blanks))
         except cst.ParserSyntaxError as error:
             first = error.message.strip().splitlines()[0] if error.message.strip() else "parser error"
             raise ParseFailure(
@@ -308,6 +317,12 @@ class SourceFile:
     def forget_positions(self) -> None:
         """Forget what places findings (CPython's tree, the parent map): made again on use."""
         self.syntax_tree = self.syntax_offsets = self.parents = self._spans = None
+
+    def holds_blank(self, first_row: int, last_row: int) -> bool:
+        """Whether these rows meet a constant table LibCST read as a blank: generated code of a
+        node there would lose the table (a fix must not rewrite it)."""
+        rows = data_literals.rows_of(self.text, self._blanks or ())
+        return any(first <= last_row and first_row <= last for first, last in rows)
 
     @cached_property
     def lines(self) -> list[str]:

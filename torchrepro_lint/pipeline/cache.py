@@ -35,7 +35,7 @@ from torchrepro_lint import __version__
 # pickled and computed. Entries live under v<FORMAT>/; raise it with any change to that layout, so
 # that no run reads entries of another (an installed package keys its entries on its version
 # only; a checkout on its sources too, sources_fingerprint).
-FORMAT = 20  # raise with any change to what is cached (20: command-line apps, adapters, device helpers, empty-init contexts)
+FORMAT = 21  # raise with any change to what is cached (21: large constant tables read as blanks)
 MARKER = "torchrepro-lint-cache"
 DEFAULT_DIRECTORY = ".torchrepro_lint_cache"
 
@@ -292,7 +292,24 @@ _PATH_CLASS = type(Path())  # (PosixPath or WindowsPath: the dispatch table matc
 
 
 def _path_by_text(path) -> tuple:
-    return _PATH_CLASS, (str(path),)
+    return path_of_text, (str(path),)
+
+
+# Paths unpickled, by text: the language server unpickles the facts of the programs an edit left
+# valid on every edit (their modules are new objects), each naming every module and function it
+# ran, and building 5,000 Path objects an edit was a third of an edit of timm's resnet.py. A path
+# is immutable and keeps its hash: one object serves every unpickling. Cleared when full.
+_PATHS: dict[str, Path] = {}
+_PATHS_KEPT = 65536
+
+
+def path_of_text(text: str) -> Path:
+    found = _PATHS.get(text)
+    if found is None:
+        if len(_PATHS) >= _PATHS_KEPT:
+            _PATHS.clear()
+        found = _PATHS[text] = _PATH_CLASS(text)
+    return found
 
 
 # A set written as text (Facts.modules, Facts.functions) -> that text, for the last sets
@@ -310,7 +327,7 @@ def _facts_from_fields(effects, late_seeds, final_states, spawns, truncated, mod
     from torchrepro_lint.project.interpreter.states import Facts
 
     parts = functions.split("\0") if functions else []
-    called = set(zip(map(_PATH_CLASS, parts[::2]), parts[1::2]))
+    called = set(zip(map(path_of_text, parts[::2]), parts[1::2]))
     return Facts(effects, late_seeds, final_states, spawns, truncated, _paths_from_text(modules), called)
 
 
@@ -331,7 +348,7 @@ def _set_text(members: set, text_of) -> str:
 
 
 def _paths_from_text(text: str) -> set:
-    return set(map(_PATH_CLASS, text.split("\0"))) if text else set()
+    return set(map(path_of_text, text.split("\0"))) if text else set()
 
 
 # While loads_with_modules unpickles: (this run's modules by path, the pairs used, or None)
@@ -341,7 +358,7 @@ _LOADING: list[tuple] = []
 def _module_at(path: str):
     """A ProjectModule written by dumps_with_modules: the module now at that path."""
     modules, used = _LOADING[-1]
-    found = modules[Path(path)]  # (KeyError if gone)
+    found = modules[path_of_text(path)]  # (KeyError if gone)
     if used is not None:
         used.append((found.path, found))
     return found

@@ -19,8 +19,10 @@ CONVENTIONAL = {"numpy": ("np", "import numpy as np"), "random": ("random", "imp
                 "torch": ("torch", "import torch"), "os": ("os", "import os")}
 
 
-def replace(module: ProjectModule, node: cst.CSTNode, text: str) -> Edit:
+def replace(module: ProjectModule, node: cst.CSTNode, text: str) -> Edit | None:
     row, column, end_row, end_column = module.source.span(node)
+    if module.source.holds_blank(row, end_row):
+        return None  # `text` was generated from a tree that holds a constant table as a blank
     return Edit(text, (row, column), (end_row, end_column))
 
 
