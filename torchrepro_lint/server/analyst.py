@@ -259,8 +259,17 @@ class Analyst:
             reported = self._reported[session] = Reported(self.sink, session.key)
         if self._first:
             self._first_findings_here(session)
-        if reported is not None and cold_start.worth_it(session) and self._analyse_in_child(session, reported, edited):
-            reported = self._reported[session] = _Held(reported)  # (its counts were the child's)
+        first = reported is not None  # (the model is built: say from what)
+        if reported is not None and cold_start.worth_it(session):
+            complete = self._analyse_in_child(session, reported, edited)
+            if complete and not self._pending():
+                # Every open document was as saved: the child's findings are the complete set,
+                # and the progress ends with them (the analysis below builds the model that
+                # edits need, and finds the same again: lsp_compare.py)
+                self._done(session, reported)
+                reported = None
+            elif complete is not None:
+                reported = self._reported[session] = _Held(reported)  # (its counts were the child's)
         started = time.perf_counter()
         reads_before = session.cache.disk_reads if session.cache is not None else 0
         try:
@@ -280,15 +289,15 @@ class Analyst:
             self.sink.log(f"torchrepro-lint: {error}", "warning")
         self._publish(session, analysis.findings, edited, session.buffers)
         self.warm.add(session.key)
-        if reported is not None:
+        if first:
             statistics = analysis.statistics
             self.sink.log(
                 f"torchrepro-lint: analysed {statistics.files} files of {session.root} in "
                 f"{time.perf_counter() - started:.1f} s: {statistics.parsed} parsed, "
                 f"{reads} entries read from the cache on disk"
             )
-            if not self._pending():  # else the next analysis goes on under the same progress
-                self._done(session, reported)
+        if reported is not None and not self._pending():  # else the next analysis goes on under the same progress
+            self._done(session, reported)
         if analysis.statistics.parsed + reads >= FREEZE_AFTER_PARSING:
             # (Once published.) A (nearly) cold analysis, or one that took the model from the
             # disk cache, leaves a large heap that lives as long as the server: move it out of the
@@ -297,15 +306,16 @@ class Analyst:
             gc.collect()
             gc.freeze()
 
-    def _analyse_in_child(self, session: ProjectSession, reported: Reported, edited: set[str]) -> bool:
+    def _analyse_in_child(self, session: ProjectSession, reported: Reported, edited: set[str]) -> bool | None:
         """A cold first analysis by `check`'s shards, in a child (cold_start.py): its findings
         published for the documents as saved; the session's own analysis, next, reads the cache
-        it wrote. False where the child gave nothing."""
+        it wrote. Whether they were every open document's (all as saved); None where the child
+        gave nothing."""
         started = time.perf_counter()
         texts = session.as_saved()
         found = cold_start.analyse_in_child(session, texts, reported)
         if found is None:
-            return False
+            return None
         findings, errors, statistics = found
         for error in errors:
             self.sink.log(f"torchrepro-lint: {error}", "warning")
@@ -315,7 +325,7 @@ class Analyst:
             f"torchrepro-lint: analysed {statistics.files} files of {session.root} in {time.perf_counter() - started:.1f} s "
             f"in {1 + statistics.workers} processes: {statistics.parsed} parsed; written to the cache on disk"
         )
-        return True
+        return len(saved) == len(session.buffers)
 
     def _done(self, session: ProjectSession, reported: Reported) -> None:
         if self._reported.get(session) is reported:
