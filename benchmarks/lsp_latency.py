@@ -14,7 +14,9 @@ the file (`--kind comment`: `# edit N`, the text changes but not the program; `-
 `edit_N = N`, a new assignment, which nothing reads, so the IR stays the same (lowering.live);
 `--kind draw`: `edit_N = torch.randn(N)`, a draw the program model tracks, for a file that
 imports torch: the module's IR changes, the refs after the line shift, and the programs that ran
-what changed run again); `--where middle` inserts them, indented as it is, before the simple
+what changed run again; `--kind typing`: the first edit inserts `edit = torch.randn(0)`, and each
+later one types another number over the last, as a user typing inside one line: the IR stays the
+same, and the programs' facts are taken again for the new module objects); `--where middle` inserts them, indented as it is, before the simple
 statement nearest the file's middle (usually inside a function; in timm's resnet.py, at the top
 level; `--where function`: of those inside a function) instead of at the end; `--where def:NAME`
 inserts them before the first statement of the first function named NAME (`def:forward`: where a
@@ -90,6 +92,11 @@ class Client:
             self.receive()
         return self.published[uri]
 
+    def wait_for_log(self, fragment: str) -> None:
+        """Until the server has logged a message holding `fragment`."""
+        while not any(fragment in message for message in self.log):
+            self.receive()
+
     def request(self, method: str, params) -> dict:
         self.next_id += 1
         self.send({"id": self.next_id, "method": method, "params": params})
@@ -154,6 +161,23 @@ def middle_statement(text: str, in_function: bool = False) -> tuple[int, str]:
 INSERTED = {"comment": "# edit {number}", "code": "edit_{number} = {number}", "draw": "edit_{number} = torch.randn({number})"}
 
 
+TYPED = "edit = torch.randn("
+
+
+def inserted_change(line: int, indent: str, kind: str, number: int) -> dict:
+    inserted = indent + INSERTED[kind].format(number=number) + "\n"
+    return {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": inserted}
+
+
+def typed_change(line: int, indent: str, number: int) -> dict:
+    """`--kind typing`: the line `edit = torch.randn(0)` inserted, then its number typed over."""
+    if number == 0:
+        return {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": f"{indent}{TYPED}0)\n"}
+    start = len(indent) + len(TYPED)
+    end = start + len(str(number - 1))
+    return {"range": {"start": {"line": line, "character": start}, "end": {"line": line, "character": end}}, "text": str(number)}
+
+
 def first_statement_of(text: str, name: str) -> tuple[int, str]:
     """(0-based line, indentation) of the first statement of the first function called `name`."""
     lines = text.split("\n")
@@ -189,7 +213,7 @@ def main() -> int:
     parser.add_argument("files", nargs="+", help="files to edit, relative to the repository")
     parser.add_argument("--edits", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--kind", choices=("comment", "code", "draw"), default="comment")
+    parser.add_argument("--kind", choices=("comment", "code", "draw", "typing"), default="comment")
     parser.add_argument("--where", type=where_choice, default="end",
                         help="insert at the end of the file, or before a simple statement in its middle (function: inside a "
                         "function), or before the first statement of a function (def:NAME)")
@@ -218,15 +242,14 @@ def main() -> int:
             timings, cpu = [], []
             for number in range(args.warmup + args.edits):
                 version = number + 2
-                inserted = indent + INSERTED[args.kind].format(number=number) + "\n"
-                change = {"range": {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 0}}, "text": inserted}
+                change = typed_change(line, indent, number) if args.kind == "typing" else inserted_change(line, indent, args.kind, number)
                 cpu_before = client.cpu_ns()
                 started = time.perf_counter()
                 client.send({"method": "textDocument/didChange", "params": {"textDocument": {"uri": uri, "version": version}, "contentChanges": [change]}})
                 client.wait_for_diagnostics(uri, version)
                 elapsed = (time.perf_counter() - started) * 1000
                 used = (client.cpu_ns() - cpu_before) / 1e6
-                line += 1
+                line += args.kind != "typing"
                 if number >= args.warmup:
                     timings.append(elapsed)
                     cpu.append(used)
