@@ -16,8 +16,17 @@ _SET_OPERATOR_TYPES = frozenset(SET_OPERATORS)  # is_set of a BinaryOperation ne
 _SET_PRESERVING_METHODS = frozenset({"union", "intersection", "difference", "symmetric_difference", "copy"})
 
 
-def set_sources(index: ModuleIndex, elements: Elements):
-    """Set-valued expressions that are not part of a bigger set expression, in source order."""
+def set_sources(index: ModuleIndex, elements: Elements) -> list:
+    """Set-valued expressions that are not part of a bigger set expression, in source order.
+    Found once per index (TRP602 and TRP603 both ask; asking every subtraction of a numeric
+    module whether it is a set difference follows each operand's binding)."""
+    found = index.derived.get("set_sources")
+    if found is None:
+        found = index.derived["set_sources"] = list(_set_sources(index, elements))
+    return found
+
+
+def _set_sources(index: ModuleIndex, elements: Elements):
     if not (index.nodes_of(cst.Set) or index.nodes_of(cst.SetComp) or index.calls_to(*SET_CALLS)):
         # Every set value starts as one of these (Elements.is_set bottoms out there): without
         # one, no `.copy()` or `|` is asked about, whose names would each need the dataflow.
