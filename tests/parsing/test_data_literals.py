@@ -72,12 +72,17 @@ def test_a_table_that_names_anything_keeps_its_names_and_blanks_its_constant_par
     assert "(1.5, 'x', None)" in inside and "make_fast" not in inside
 
 
-def test_tables_in_functions_and_classes_are_found_and_non_ascii_before_one_is_counted_in_characters():
-    text = "def build():\n    größe = " + table(indent="        ") + "\n    return größe\n"
+def test_tables_in_classes_and_blocks_are_found_and_non_ascii_before_one_is_counted_in_characters():
+    text = "if True:\n    größe = " + table(indent="        ") + "\n"
     (start, end), = blanks(text)
     assert text[start - 1] == "{" and text[end] == "}"
     text = "class Grid:\n    CELLS = " + table(indent="        ") + "\n"
     assert len(blanks(text)) == 1
+
+
+def test_tables_in_functions_are_left_as_they_are():
+    # (walking every function body cost more than the rare table there saves)
+    assert blanks("def build():\n    cells = " + table(indent="        ") + "\n    return cells\n") == ()
 
 
 def test_nodes_after_a_table_keep_their_rows_and_columns(tmp_path):

@@ -9,7 +9,8 @@ node keeps its row and column, and the tree of `{ ... }` is an empty dict of the
 
 What is blanked: a dict, list or parenthesized tuple display of at least BLANKED_SIZE
 characters, holding only constants (numbers, strings, bytes, None, booleans, signs, nested
-displays of them), written directly in the value of an assignment or inside displays there.
+displays of them), written directly in the value of an assignment or inside displays there, at
+module level or in a class body (not in a function: see _BLOCKS).
 Never a set (TRP602 reads the order of sets of strings), never `__all__` (star imports read
 it), never an argument of a call. The original text stays the file's text: noqa comments,
 fixes and positions all use it; `SourceFile.holds_blank` lets a fix refuse to rewrite a span
@@ -19,6 +20,8 @@ that holds a blank (its generated code would lose the table).
 from __future__ import annotations
 
 import ast
+from bisect import bisect_right
+from itertools import accumulate
 
 from torchrepro_lint.parsing.lines import physical_lines
 
@@ -27,7 +30,19 @@ BLANKED_SIZE = 16_384  # characters: below this, a table's tree costs less than 
 Blank = tuple[int, int]  # character offsets of a display's inside (after its opening bracket, before its closing one)
 
 _CLOSING = {"{": "}", "[": "]", "(": ")"}
-_STATEMENT_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+# What holds statements, and where: class bodies and the blocks of module-level and class-level
+# statements (`if`, `try`, `with`, ...), not function bodies, which are most of a large module's
+# statements (walking them was most of the cost) and hold tables only rarely.
+_BLOCKS = {
+    getattr(ast, name): fields for name, fields in (
+        ("ClassDef", ("body",)), ("If", ("body", "orelse")), ("For", ("body", "orelse")),
+        ("AsyncFor", ("body", "orelse")), ("While", ("body", "orelse")), ("With", ("body",)),
+        ("AsyncWith", ("body",)), ("Try", ("body", "handlers", "orelse", "finalbody")),
+        ("TryStar", ("body", "handlers", "orelse", "finalbody")), ("ExceptHandler", ("body",)),
+        ("Match", ("cases",)), ("match_case", ("body",)),
+    ) if hasattr(ast, name)
+}
+_DISPLAYS = (ast.Dict, ast.List, ast.Tuple)
 
 
 def blanks(text: str, tree: ast.Module | None = None) -> tuple[Blank, ...]:
@@ -44,10 +59,11 @@ def blanks(text: str, tree: ast.Module | None = None) -> tuple[Blank, ...]:
     for value in _assigned_values(tree.body):
         if value.end_lineno is None:
             continue
+        if value.end_lineno == value.lineno and value.end_col_offset - value.col_offset < BLANKED_SIZE:
+            continue  # (one line, shorter in bytes than the size in characters)
         if starts is None:
             starts = _line_starts(text)
-        for display in _large_tables(value, text, starts):
-            found.append(display)
+        found.extend(_large_tables(value, text, starts))
     return tuple(sorted(found))
 
 
@@ -72,18 +88,23 @@ def rows_of(text: str, spans: tuple[Blank, ...]) -> tuple[tuple[int, int], ...]:
     return tuple((_row(starts, start), _row(starts, end)) for start, end in spans)
 
 
-def _assigned_values(body: list[ast.stmt]):
-    """The values of the assignments in these statements and in the blocks inside them."""
-    for statement in body:
-        if isinstance(statement, (ast.Assign, ast.AnnAssign)):
-            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
-            if statement.value is not None and not any(_is_all(t) for t in targets):
-                yield statement.value
+def _assigned_values(body: list[ast.stmt]) -> list[ast.expr]:
+    """The displays assigned in these statements and in the blocks inside them (_BLOCKS)."""
+    values, pending = [], list(body)
+    while pending:
+        statement = pending.pop()
+        kind = type(statement)
+        if kind is ast.Assign or kind is ast.AnnAssign:
+            value = statement.value
+            targets = statement.targets if kind is ast.Assign else (statement.target,)
+            if isinstance(value, _DISPLAYS) and not any(_is_all(t) for t in targets):
+                values.append(value)
             continue
-        for name in _STATEMENT_BODIES:
-            inner = getattr(statement, name, None)
-            if isinstance(inner, list) and inner:
-                yield from _assigned_values(inner)
+        fields = _BLOCKS.get(kind)
+        if fields is not None:
+            for name in fields:
+                pending.extend(getattr(statement, name))
+    return values
 
 
 def _is_all(target: ast.expr) -> bool:
@@ -132,11 +153,7 @@ def _constant(node: ast.expr) -> bool:
 
 
 def _line_starts(text: str) -> list[int]:
-    starts, at = [0], 0
-    for line in physical_lines(text):
-        at += len(line)
-        starts.append(at)
-    return starts
+    return list(accumulate(map(len, physical_lines(text)), initial=0))
 
 
 def _offset(text: str, starts: list[int], row: int, byte_column: int) -> int | None:
@@ -150,6 +167,4 @@ def _offset(text: str, starts: list[int], row: int, byte_column: int) -> int | N
 
 
 def _row(starts: list[int], offset: int) -> int:
-    from bisect import bisect_right
-
     return bisect_right(starts, offset)
