@@ -143,3 +143,25 @@ def test_a_table_lints_like_the_same_code_without_it(tmp_path):
         (f.code, f.row, f.column, f.message) for f in plain.findings
     ]
     assert [f.code for f in plain.findings] == ["TRP102"]
+
+
+def test_the_ir_and_its_refs_are_the_same_whether_a_table_is_blanked_or_not():
+    # An editor's buffer re-parses an edited table's statement without blanks; its IR and refs
+    # must be those of the cache's, lowered from the blanked tree of the same text.
+    from torchrepro_lint.analysis.module_index import ModuleIndex
+    from torchrepro_lint.project.extract.lowering import Lowering
+
+    names = "".join(f'    "key{i}": "value{i}",\n' for i in range(ROWS * 2))
+    text = (
+        "import torch\n\nTABLE = " + table() + '\nCFG = {\n    "device": "cuda",\n' + names + "}\n\n"
+        'def f():\n    torch.manual_seed(0)\n    return torch.randn(3, device=CFG["device"])\n'
+    )
+    whole, blanked_file = source(text), source(text)
+    whole._blanks = ()  # (as if found no table)
+
+    def lowered(file):
+        lowering = Lowering(ModuleIndex(file, None), {})
+        return lowering.build(), [type(node) for node in lowering.nodes]
+
+    assert len(blanks(text)) == 2
+    assert lowered(whole) == lowered(blanked_file)

@@ -12,7 +12,10 @@ characters, holding only constants (numbers, strings, bytes, None, booleans, sig
 displays of them), written directly in the value of an assignment or inside displays there, at
 module level or in a class body (not in a function: see _BLOCKS).
 Never a set (TRP602 reads the order of sets of strings), never `__all__` (star imports read
-it), never an argument of a call. The original text stays the file's text: noqa comments,
+it), never an argument of a call. A table holds no ref of the IR (refs go to calls, effects,
+definitions, guards and imports), so a tree of the same text parsed without blanks (an editor's
+buffer, where an edit inside a table parsed its statement again: parsing/reparse.py) gives the
+same refs. The original text stays the file's text: noqa comments,
 fixes and positions all use it; `SourceFile.holds_blank` lets a fix refuse to rewrite a span
 that holds a blank (its generated code would lose the table).
 """
