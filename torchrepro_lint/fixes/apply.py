@@ -7,23 +7,16 @@ import ast
 import libcst as cst
 
 from torchrepro_lint.findings import Edit, Finding
-from torchrepro_lint.parsing.lines import physical_lines
+from torchrepro_lint.parsing.lines import line_starts
 from torchrepro_lint.parsing.source import NEVER_VALID
 
 
-def _offsets(text: str) -> list[int]:
-    """Offset of the start of each 1-based row (index 0 unused), plus one past the end."""
-    starts = [0, 0]
-    for line in physical_lines(text):  # rows as findings count them
-        starts.append(starts[-1] + len(line))
-    return starts
-
-
 def _offset(starts: list[int], position: tuple[int, int]) -> int:
+    """The offset of a 1-based (row, column) in a text whose `line_starts` are `starts`."""
     row, column = position
-    if row >= len(starts):
+    if row > len(starts):
         return starts[-1]
-    return min(starts[row] + column - 1, starts[-1])
+    return min(starts[row - 1] + column - 1, starts[-1])
 
 
 def parses(text: str) -> bool:
@@ -42,7 +35,7 @@ def parses(text: str) -> bool:
 def apply_fixes(text: str, findings: list[Finding], *, accept=parses) -> tuple[str, list[Finding]]:
     """(new text, findings whose fix was applied). Overlapping fixes wait for the next round;
     a fix whose result does not parse (`accept(candidate)` is false) is dropped."""
-    starts = _offsets(text)
+    starts = line_starts(text)
     taken: list[tuple[int, int]] = []
     planned: dict[tuple[int, int, str], None] = {}
     applied: list[Finding] = []
@@ -80,5 +73,5 @@ def _apply(text: str, spans) -> str:
 
 
 def edit_text(text: str, edit: Edit) -> str:
-    starts = _offsets(text)
+    starts = line_starts(text)
     return text[: _offset(starts, edit.start)] + edit.content + text[_offset(starts, edit.end) :]

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_right
-from itertools import accumulate
 
-from torchrepro_lint.parsing.lines import physical_lines
+from torchrepro_lint.parsing.lines import line_starts
 
 BLANKED_SIZE = 16_384  # characters: below this, a table's tree costs less than 20 MB
 
@@ -65,7 +64,7 @@ def blanks(text: str, tree: ast.Module | None = None) -> tuple[Blank, ...]:
         if value.end_lineno == value.lineno and value.end_col_offset - value.col_offset < BLANKED_SIZE:
             continue  # (one line, shorter in bytes than the size in characters)
         if starts is None:
-            starts = _line_starts(text)
+            starts = line_starts(text)
         found.extend(_large_tables(value, text, starts))
     return tuple(sorted(found))
 
@@ -87,7 +86,7 @@ def rows_of(text: str, spans: tuple[Blank, ...]) -> tuple[tuple[int, int], ...]:
     """The first and last 1-based row of each span."""
     if not spans:
         return ()
-    starts = _line_starts(text)
+    starts = line_starts(text)
     return tuple((_row(starts, start), _row(starts, end)) for start, end in spans)
 
 
@@ -153,10 +152,6 @@ def _constant(node: ast.expr) -> bool:
         else:
             return False
     return True
-
-
-def _line_starts(text: str) -> list[int]:
-    return list(accumulate(map(len, physical_lines(text)), initial=0))
 
 
 def _offset(text: str, starts: list[int], row: int, byte_column: int) -> int | None:
