@@ -308,15 +308,12 @@ def _argument_for(function: cst.FunctionDef, param: cst.Param | None, call: cst.
     if param is None:
         return None
     if call is not None:
-        keyword = _arg(call, None, param.name.value)
-        if keyword is not None:
-            return keyword, call
         positional = [*function.params.posonly_params, *function.params.params]
+        given = _arg(call, positional.index(param) if param in positional else None, param.name.value)
+        if given is not None:
+            return given, call
         if any(a.star for a in call.args):
-            return None
-        given = [a.value for a in call.args if a.keyword is None]
-        if param in positional and positional.index(param) < len(given):
-            return given[positional.index(param)], call
+            return None  # (it may be in there)
     return (param.default, param.default) if param.default is not None else None
 
 
