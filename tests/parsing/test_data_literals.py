@@ -165,3 +165,26 @@ def test_the_ir_and_its_refs_are_the_same_whether_a_table_is_blanked_or_not():
 
     assert len(blanks(text)) == 2
     assert lowered(whole) == lowered(blanked_file)
+
+
+def test_a_buffer_compiled_whole_is_not_compiled_again_to_find_its_tables(monkeypatch):
+    # The language server compiles every buffer (server/recompile.py): where no statement moved,
+    # that tree's line numbers are the text's, and finding the tables needs no second compile.
+    import ast
+
+    from torchrepro_lint.parsing import data_literals
+    from torchrepro_lint.parsing.positions import LineOffsets
+
+    text = "TABLE = " + table() + "\nx = 1\n"
+    tree = ast.parse(text)
+    compiled: list[str] = []
+
+    def counting_compile(*args, **kwargs):
+        compiled.append("again")
+        return compile(*args, **kwargs)
+
+    monkeypatch.setattr(data_literals, "compile", counting_compile, raising=False)
+    whole = SourceFile(Path("m.py"), text, syntax_tree=tree, syntax_offsets=LineOffsets((0, 0), {}), _compiles=True)
+    assert not whole.module.body[0].body[0].value.elements and compiled == []
+    moved = SourceFile(Path("m.py"), text, syntax_tree=tree, syntax_offsets=LineOffsets((0, 3), {}), _compiles=True)
+    assert not moved.module.body[0].body[0].value.elements and compiled == ["again"]

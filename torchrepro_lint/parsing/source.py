@@ -266,8 +266,7 @@ class SourceFile:
         PARSES[0] += 1
         memory.churned(len(self.text))
         if self._blanks is None:  # (compiled elsewhere: the language server's buffers)
-            whole = self.syntax_tree if self.syntax_offsets is None else None
-            self._blanks = data_literals.blanks(self.text, whole)
+            self._blanks = data_literals.blanks(self.text, self._numbered_syntax_tree())
         try:
             return parse_unvalidated(data_literals.blanked_text(self.text, self._blanks))
         except cst.ParserSyntaxError as error:
@@ -279,6 +278,13 @@ class SourceFile:
             raise ParseFailure("file is too deeply nested to parse") from None
         finally:
             memory.parsed(len(self.text))
+
+    def _numbered_syntax_tree(self) -> ast.Module | None:
+        """CPython's tree of the text where its line numbers are the text's: compiled whole, or
+        in part (server/recompile.py) with no statement moved."""
+        offsets = self.syntax_offsets
+        top, nested = getattr(offsets, "top", offsets), getattr(offsets, "nested", None)
+        return self.syntax_tree if not any(top or ()) and not nested else None
 
     def _compile(self) -> ast.Module | None:
         """CPython's tree of the text; None where CPython refuses it and LibCST parses it (newer
